@@ -8,6 +8,7 @@ enough for tests and quick starts; it knows no synonyms, which is what `minilm` 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -29,7 +30,7 @@ class HashingEmbedder:
     def _features(self, text: str) -> list[tuple[str, float]]:
         words = _WORD.findall(text.lower())
         feats: list[tuple[str, float]] = [(f"w:{w}", 1.0) for w in words]
-        feats += [(f"b:{a} {b}", 0.7) for a, b in zip(words, words[1:], strict=False)]
+        feats += [(f"b:{a} {b}", 0.7) for a, b in itertools.pairwise(words)]
         for w in words:
             padded = f"#{w}#"
             feats += [(f"c:{padded[i:i + 3]}", 0.3) for i in range(len(padded) - 2)]
