@@ -33,7 +33,7 @@ class HashingEmbedder:
         feats += [(f"b:{a} {b}", 0.7) for a, b in itertools.pairwise(words)]
         for w in words:
             padded = f"#{w}#"
-            feats += [(f"c:{padded[i:i + 3]}", 0.3) for i in range(len(padded) - 2)]
+            feats += [(f"c:{padded[i : i + 3]}", 0.3) for i in range(len(padded) - 2)]
         return feats
 
     def _vector(self, text: str) -> np.ndarray:

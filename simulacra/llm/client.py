@@ -225,7 +225,12 @@ class LLMClient:
         if key is not None and self.cache is not None:
             self.cache.put(key, completion)
         cost = self.ledger.record(
-            task.key, completion.model, completion.input_tokens, completion.output_tokens, latency, cached=False
+            task.key,
+            completion.model,
+            completion.input_tokens,
+            completion.output_tokens,
+            latency,
+            cached=False,
         )
         return self._result(task, provider, completion, output, latency, cached=False, cost=cost)
 

@@ -56,7 +56,9 @@ class LLMConfig(Strict):
     chain: list[ChainLinkConfig] = Field(min_length=1)
     scripted: ScriptedConfig = Field(default_factory=ScriptedConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
-    concurrency: dict[str, int] = Field(default_factory=lambda: {"scripted": 256, "openai": 8, "anthropic": 8})
+    concurrency: dict[str, int] = Field(
+        default_factory=lambda: {"scripted": 256, "openai": 8, "anthropic": 8}
+    )
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     temperature: float = Field(default=0.7, ge=0, le=2)
     max_tokens: int = Field(default=800, ge=1)
@@ -121,7 +123,9 @@ def build_llm_client(
         chain,
         PromptLibrary(prompt_folders),
         cache=cache,
-        limiter=ConcurrencyLimiter({k: ProviderLimits(max_concurrency=v) for k, v in config.concurrency.items()}),
+        limiter=ConcurrencyLimiter(
+            {k: ProviderLimits(max_concurrency=v) for k, v in config.concurrency.items()}
+        ),
         ledger=ledger or UsageLedger(config.prices),
         backoff=config.backoff,
         rng=random.Random(seed),

@@ -71,4 +71,6 @@ class PromptLibrary:
                 Message(role="user", content=user.render(**variables)),
             ]
         except jinja2.UndefinedError as exc:
-            raise ConfigurationError(f"prompt {task.key} uses a variable the call did not pass: {exc}") from exc
+            raise ConfigurationError(
+                f"prompt {task.key} uses a variable the call did not pass: {exc}"
+            ) from exc

@@ -228,7 +228,7 @@ async def test_scripted_provider_answers_from_variables_deterministically() -> N
 
 async def test_scripted_provider_unknown_task_is_a_clear_error() -> None:
     llm, _ = client(ChainLink(ScriptedProvider(ScriptedHandlers(), seed=0)))
-    with pytest.raises(ConfigurationError, match="no handler for task 'echo.answer'"):
+    with pytest.raises(ConfigurationError, match=r"no handler for task 'echo\.answer'"):
         await llm.call(ANSWER, {"subject": "s", "question": "q"})
 
 

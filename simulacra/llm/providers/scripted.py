@@ -118,7 +118,11 @@ class ScriptedProvider:
             behaviour=self.behaviour,
         )
         # A repair attempt is always answered well: the malformed rate models a first-try slip.
-        if request.repair_of is None and request.output_schema is not None and call.chance("malformed_output"):
+        if (
+            request.repair_of is None
+            and request.output_schema is not None
+            and call.chance("malformed_output")
+        ):
             text = '{"truncated": '
         else:
             answer = handler(call)

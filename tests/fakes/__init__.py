@@ -1,0 +1,1 @@
+"""Local stand-ins for external services, real enough for the real client libraries to talk to."""
