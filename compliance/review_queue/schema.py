@@ -1,0 +1,208 @@
+"""Tables, engine set-up and time encoding for the review queue, one schema for SQLite and PostgreSQL.
+
+Times are stored as integer microseconds since 1970 (UTC): both databases compare and subtract
+integers the same way, so leases and priorities are computed in SQL identically on each, and no
+timezone conversion can differ between drivers.
+
+Decisions, outcomes and audit events are append-only, and the database enforces it with triggers
+that abort any UPDATE or DELETE (and TRUNCATE on PostgreSQL): the audit trail a regulator asks for
+must not depend on every future piece of code being careful.
+
+On SQLite every write transaction starts with BEGIN IMMEDIATE, taking the write lock up front:
+with the driver's default deferred BEGIN, two transactions that read and then write can both hold
+read locks and one fails at once with "database is locked" instead of waiting its turn.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+WRITE_OPTION = "review_queue_write"
+OUTCOME_COUNTER = "outcome"
+APPEND_ONLY_TABLES = ("review_decisions", "review_outcomes", "review_events")
+_SCHEMA_LOCK_KEY = 0x7265766965777100  # any fixed 63-bit number, "reviewq" in ASCII
+_SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+_EPOCH_NAIVE = datetime(1970, 1, 1)
+_EPOCH_AWARE = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_US = timedelta(microseconds=1)
+
+# Ids autoincrement as BIGINT on PostgreSQL; SQLite only autoincrements an INTEGER primary key.
+_BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+metadata = sa.MetaData()
+
+items = sa.Table(
+    "review_items",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("created_us", sa.BigInteger, nullable=False, index=True),
+    sa.Column("enqueued_by", sa.String(128), nullable=False),
+    sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("mode", sa.String(32), nullable=False),
+    sa.Column("stage", sa.String(32), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("codes", sa.JSON, nullable=False),
+    sa.Column("risk", sa.Float, nullable=False),
+    sa.Column("risk_factors", sa.JSON, nullable=False),
+    sa.Column("consultation_id", sa.String(128)),
+    sa.Column("session_id", sa.String(128), index=True),
+    sa.Column("payload", sa.JSON, nullable=False),
+    # Mutable state. Every change goes through a compare-and-set on lease_version.
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("reviews_required", sa.Integer, nullable=False),
+    sa.Column("reviews_done", sa.Integer, nullable=False),
+    sa.Column("lease_holder", sa.String(128)),
+    sa.Column("lease_expires_us", sa.BigInteger),
+    sa.Column("lease_version", sa.Integer, nullable=False),
+)
+
+item_codes = sa.Table(
+    "review_item_codes",
+    metadata,
+    sa.Column("item_id", sa.String(64), sa.ForeignKey("review_items.id"), primary_key=True),
+    sa.Column("code", sa.String(64), primary_key=True, index=True),
+)
+
+decisions = sa.Table(
+    "review_decisions",
+    metadata,
+    sa.Column("id", _BigId, primary_key=True, autoincrement=True),
+    sa.Column("item_id", sa.String(64), sa.ForeignKey("review_items.id"), nullable=False, index=True),
+    sa.Column("reviewer", sa.String(128), nullable=False),
+    sa.Column("review_round", sa.Integer, nullable=False),
+    sa.Column("decision", sa.String(16), nullable=False),
+    sa.Column("reason_codes", sa.JSON, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("edited_text", sa.Text),
+    sa.Column("edited_text_passed", sa.Boolean),
+    sa.Column("decided_us", sa.BigInteger, nullable=False),
+    # One decision per reviewer per item (a double-click cannot add a second) and per round.
+    sa.UniqueConstraint("item_id", "reviewer", name="uq_review_decisions_item_reviewer"),
+    sa.UniqueConstraint("item_id", "review_round", name="uq_review_decisions_item_round"),
+)
+
+outcomes = sa.Table(
+    "review_outcomes",
+    metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("item_id", sa.String(64), sa.ForeignKey("review_items.id"), nullable=False, unique=True),
+    sa.Column("source", sa.String(16), nullable=False, index=True),
+    sa.Column("session_id", sa.String(128)),
+    sa.Column("consultation_id", sa.String(128)),
+    sa.Column("decision", sa.String(16), nullable=False),
+    sa.Column("text", sa.Text),
+    sa.Column("edited_text_passed", sa.Boolean),
+    sa.Column("reason_codes", sa.JSON, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("reviewers", sa.JSON, nullable=False),
+    sa.Column("decided_us", sa.BigInteger, nullable=False),
+)
+
+events = sa.Table(
+    "review_events",
+    metadata,
+    sa.Column("seq", _BigId, primary_key=True, autoincrement=True),
+    sa.Column("item_id", sa.String(64), sa.ForeignKey("review_items.id"), nullable=False, index=True),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("actor", sa.String(128), nullable=False),
+    sa.Column("at_us", sa.BigInteger, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("detail", sa.JSON, nullable=False),
+)
+
+# A single row per counter. Taking the next outcome number locks the row until commit, so
+# outcomes commit in the order of their numbers and a poller's cursor can never skip one.
+counters = sa.Table(
+    "review_counters",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+
+
+def to_us(moment: datetime) -> int:
+    """Microseconds since 1970; naive datetimes are taken to be UTC, as the simulation's are."""
+    epoch = _EPOCH_AWARE if moment.tzinfo is not None else _EPOCH_NAIVE
+    return (moment - epoch) // _ONE_US
+
+
+def from_us(value: int, aware: bool) -> datetime:
+    return (_EPOCH_AWARE if aware else _EPOCH_NAIVE) + timedelta(microseconds=value)
+
+
+def create_review_engine(url: str, **engine_options: Any) -> Engine:
+    engine = sa.create_engine(url, **engine_options)
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine)
+    elif engine.dialect.name != "postgresql":
+        raise ValueError(f"the review queue supports SQLite and PostgreSQL, not {engine.dialect.name}")
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    if engine.url.database in (None, "", ":memory:"):
+        # Each pooled connection would see its own empty in-memory database.
+        raise ValueError(
+            "the review queue needs an SQLite file (sqlite:///path.db), not an in-memory database"
+        )
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")  # readers do not wait for the writer
+        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        writing = connection.get_execution_options().get(WRITE_OPTION, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writing else "BEGIN")
+
+
+def create_schema(engine: Engine) -> None:
+    """Create the tables, the append-only triggers and the counters, safely from several processes."""
+    with engine.connect() as conn:
+        conn = conn.execution_options(**{WRITE_OPTION: True})
+        with conn.begin():
+            if engine.dialect.name == "postgresql":
+                # Two processes creating the same tables at once collide in the catalogue.
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+            metadata.create_all(conn)
+            for statement in _append_only_ddl(engine.dialect.name):
+                conn.execute(sa.text(statement))
+            present = conn.execute(
+                sa.select(counters.c.name).where(counters.c.name == OUTCOME_COUNTER)
+            ).first()
+            if present is None:
+                conn.execute(counters.insert().values(name=OUTCOME_COUNTER, value=0))
+
+
+def _append_only_ddl(dialect: str) -> list[str]:
+    if dialect == "sqlite":
+        return [
+            f"CREATE TRIGGER IF NOT EXISTS {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
+            f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
+            for table in APPEND_ONLY_TABLES
+            for verb in ("UPDATE", "DELETE")
+        ]
+    statements = [
+        "CREATE OR REPLACE FUNCTION review_queue_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        "BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$"
+    ]
+    for table in APPEND_ONLY_TABLES:
+        statements.append(
+            f"CREATE OR REPLACE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+            "FOR EACH ROW EXECUTE FUNCTION review_queue_append_only()"
+        )
+        statements.append(
+            f"CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION review_queue_append_only()"
+        )
+    return statements
