@@ -8,7 +8,7 @@ elapsed seconds onto virtual time with a fixed ratio (one real hour is one virtu
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
@@ -37,6 +37,13 @@ class VirtualClock:
         if moment < self._now:
             raise ValueError(f"virtual time cannot run backwards: {moment} < {self._now}")
         self._now = moment
+
+
+class SystemClock:
+    """Real time (UTC), for things people work on in real time: review leases, live sessions."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
 
 
 class AcceleratedClock:

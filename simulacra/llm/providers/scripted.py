@@ -72,11 +72,16 @@ class ScriptedHandlers:
         return task in self._handlers
 
 
+# A variable a caller may set to seed a call by a key of its own instead of by its content: two
+# calls that differ only in, say, one rule in the prompt then draw the same random numbers, so a
+# paired comparison (a replay with and without the rule) measures the rule and not the noise.
+SEED_KEY = "scripted_seed_key"
+
+
 def call_seed(seed: int, request: CompletionRequest) -> int:
     """A seed from the run seed and the call's content: order- and concurrency-independent."""
-    payload = json.dumps(
-        [seed, request.task, request.task_version, request.variables], sort_keys=True, default=str
-    )
+    content = request.variables.get(SEED_KEY, request.variables)
+    payload = json.dumps([seed, request.task, request.task_version, content], sort_keys=True, default=str)
     return int.from_bytes(hashlib.blake2b(payload.encode("utf-8"), digest_size=8).digest(), "little")
 
 
@@ -117,12 +122,10 @@ class ScriptedProvider:
             rng=rng,
             behaviour=self.behaviour,
         )
-        # A repair attempt is always answered well: the malformed rate models a first-try slip.
-        if (
-            request.repair_of is None
-            and request.output_schema is not None
-            and call.chance("malformed_output")
-        ):
+        # `malformed_output` models a first-try slip; `malformed_repair` (default 0) a model that
+        # cannot produce the schema even when shown its error, which exhausts the chain.
+        slip = "malformed_output" if request.repair_of is None else "malformed_repair"
+        if request.output_schema is not None and call.chance(slip):
             text = '{"truncated": '
         else:
             answer = handler(call)
