@@ -1,0 +1,124 @@
+"""Finding figures (money, percentages, ages, years) in text.
+
+Extraction is kept apart from checking so it can be tested on its own (property tests round-trip
+formatted figures through it) and reused by the advisor's tools.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+FigureKind = Literal["money", "percent", "age", "year"]
+
+_MULTIPLIERS = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
+_MONEY = re.compile(
+    r"£\s?(?P<num>\d{1,3}(?:,\d{3})+|\d+)(?P<dec>\.\d{1,2})?(?:\s?(?P<mult>k|m|bn|million|thousand|billion)\b)?"
+    r"|\b(?P<num2>\d{1,3}(?:,\d{3})+|\d+)(?P<dec2>\.\d{1,2})?\s?(?:pounds|quid)\b"
+)
+_PERCENT = re.compile(r"(?<![\d.])(?P<num>\d{1,3}(?:\.\d+)?)\s?(?:%|per ?cent\b|percent\b)")
+_WORD_FRACTIONS = {
+    "a quarter": 25.0,
+    "one quarter": 25.0,
+    "three quarters": 75.0,
+    "a third": 100 / 3,
+    "one third": 100 / 3,
+    "two thirds": 200 / 3,
+}
+_WORD_PERCENT = re.compile(r"\b(?:" + "|".join(_WORD_FRACTIONS) + r")\b")
+_AGE_LEADS = (
+    r"age|aged|ages|age of|the age of|at|from|until|till|before|after|reach|reaching|reaches|turn|turning|turns|"
+    r"over|under|you're|you are|i'm|i am|when you're|when you are|when you turn|when you reach|by"
+)
+_AGE_NOT_FOLLOWED = (
+    r"(?!\s*(?:%|per\s?cent|percent|,\d|\.\d|k\b|million|years?\b(?!\s+old)|months?|weeks?|days?|hours?"
+    r"|minutes?|pounds|quid))"
+)
+# Each pattern captures the number as `num` and, where there is one, the word before it as `lead`
+# ("from 55", "until 57", "at 67"): the figure check reads the lead to tell a minimum from an example.
+_AGE_PATTERNS = (
+    re.compile(
+        r"\b(?P<lead>(?:"
+        + _AGE_LEADS
+        + r")(?:\s+(?:the\s+)?age(?:\s+of)?)?)\s+(?P<num>\d{2,3})\b"
+        + _AGE_NOT_FOLLOWED
+    ),
+    re.compile(r"\b(?P<num>\d{2,3})(?:\s+|-)years?[\s-]old\b"),
+    # "the earliest you can normally get at your pension is 55": the age closes a clause about a boundary.
+    re.compile(
+        r"\b(?P<lead>earliest|minimum|youngest)\b[^.;,?!]{0,50}?\b(?:is|be|at|from)\s+(?P<num>\d{2})\b"
+        r"(?!\s*(?:%|,\d|\.\d|years?\b(?!\s+old)|months?|weeks?|days?))"
+    ),
+    re.compile(
+        r"\b(?P<lead>rises?|rising|going up|goes up|increases?|increasing|moving|moves|move|go up|up)\s+"
+        r"(?:from\s+\d{2}\s+)?to\s+(?P<num>\d{2})\b(?!\s*(?:%|,\d))"
+    ),
+    re.compile(
+        r"\b(?P<lead>age)\s+(?:is|will be|would be|is likely to be|is currently|was|of)\s+(?P<num>\d{2})\b(?!\s*%)"
+    ),
+)
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+# A year is four digits not part of an amount ("£2,015", "2015%") or a tax year ("2015/16"); a
+# comma after it ends a clause ("banned since 2015, so...").
+_YEAR = re.compile(r"(?<![£\d,./])\b(?P<year>19[5-9]\d|20[0-9]\d)\b(?!\s?/\s?\d)(?!%|\d|,\d)")
+_TAX_YEAR = re.compile(r"\b20\d\d/\d\d\b")
+_AGE_RANGE = range(16, 111)
+
+
+@dataclass(frozen=True)
+class ExtractedFigure:
+    kind: FigureKind
+    value: float
+    start: int
+    end: int
+    text: str
+    lead: str = ""
+
+
+def _money_value(match: re.Match[str]) -> float:
+    num = match.group("num") or match.group("num2")
+    dec = match.group("dec") or match.group("dec2") or ""
+    value = float(num.replace(",", "") + dec)
+    mult = match.group("mult")
+    return value * _MULTIPLIERS[mult] if mult else value
+
+
+def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
+    return any(span[0] < end and start < span[1] for start, end in taken)
+
+
+def extract_figures(text: str) -> list[ExtractedFigure]:
+    """All figures in already-normalised (lower-case) text, in order of appearance."""
+    found: list[ExtractedFigure] = []
+    taken: list[tuple[int, int]] = []
+    for m in _MONEY.finditer(text):
+        found.append(ExtractedFigure("money", _money_value(m), m.start(), m.end(), m.group()))
+        taken.append(m.span())
+    for m in _PERCENT.finditer(text):
+        if _overlaps(m.span(), taken):
+            continue
+        found.append(ExtractedFigure("percent", float(m.group("num")), m.start(), m.end(), m.group()))
+        taken.append(m.span())
+    for m in _WORD_PERCENT.finditer(text):
+        found.append(ExtractedFigure("percent", _WORD_FRACTIONS[m.group()], m.start(), m.end(), m.group()))
+        taken.append(m.span())
+    for m in _TAX_YEAR.finditer(text):
+        taken.append(m.span())  # "2026/27" names a tax year, not a claim about a year
+    ages: dict[tuple[int, int], ExtractedFigure] = {}
+    for pattern in _AGE_PATTERNS:
+        for m in pattern.finditer(text):
+            span = m.span("num")
+            value = int(m.group("num"))
+            if value not in _AGE_RANGE or span in ages or _overlaps(span, taken):
+                continue
+            lead = m.groupdict().get("lead") or ""
+            ages[span] = ExtractedFigure("age", float(value), span[0], span[1], m.group(), lead.strip())
+    found.extend(ages.values())
+    taken.extend(ages)
+    for m in _YEAR.finditer(text):
+        if _overlaps(m.span(), taken):
+            continue
+        found.append(ExtractedFigure("year", float(m.group("year")), m.start(), m.end(), m.group()))
+    found.sort(key=lambda f: f.start)
+    return found

@@ -1,0 +1,120 @@
+"""What every deterministic rule is, and the per-utterance analysis they share.
+
+A rule is a small object with an id, the compliance code it reports and the source of the
+obligation; `check` returns hits (empty when the utterance passes). The `Analysis` normalises and
+splits the utterance once so that twelve rules do not each re-tokenise it.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import Protocol
+
+from compliance.codes import ComplianceCode, is_hard
+from compliance.figures import ExtractedFigure, extract_figures
+from compliance.knowledge import KnowledgeBase
+from compliance.models import RuleHit, UtteranceContext
+from compliance.text import Clause, advisor_clauses, normalise, sentences, strip_quotes
+
+_DIGIT = re.compile(r"\d")
+
+
+class Analysis:
+    """Lazily computed views of one utterance context, shared by all rules."""
+
+    def __init__(self, ctx: UtteranceContext, reported_speech: re.Pattern[str]) -> None:
+        self.ctx = ctx
+        self._reported = reported_speech
+        # Results that more than one rule needs (e.g. scam flags), computed once per utterance.
+        self.memo: dict[str, object] = {}
+
+    @cached_property
+    def customer(self) -> str:
+        return normalise(self.ctx.customer_utterance)
+
+    @cached_property
+    def advisor(self) -> str:
+        return normalise(self.ctx.advisor_utterance)
+
+    @cached_property
+    def advisor_unquoted(self) -> str:
+        return strip_quotes(self.advisor)
+
+    @cached_property
+    def advisor_sentences(self) -> list[str]:
+        return sentences(self.advisor)
+
+    @cached_property
+    def unquoted_sentences(self) -> list[str]:
+        return sentences(self.advisor_unquoted)
+
+    @cached_property
+    def own_clauses(self) -> list[Clause]:
+        """The advisor's own words: quotes blanked, reported speech dropped."""
+        return advisor_clauses(self.advisor, self._reported)
+
+    @cached_property
+    def own_text(self) -> str:
+        return "\n".join(c.text for c in self.own_clauses)
+
+    @cached_property
+    def customer_figures(self) -> list[ExtractedFigure]:
+        return extract_figures(self.customer)
+
+    @cached_property
+    def advisor_figures(self) -> list[ExtractedFigure]:
+        return extract_figures(self.advisor_unquoted)
+
+    @cached_property
+    def has_digits_or_fractions(self) -> bool:
+        """Cheap gate for the figure check: no digit and no spelt-out fraction, no figure."""
+        text = self.advisor_unquoted
+        return _DIGIT.search(text) is not None or "quarter" in text or "third" in text
+
+    @cached_property
+    def situation(self) -> str:
+        return normalise(self.ctx.customer.situation)
+
+    @cached_property
+    def earlier_advisor(self) -> str:
+        return normalise(" ".join(t.text for t in self.ctx.history if t.speaker == "advisor"))
+
+
+class Rule(Protocol):
+    rule_id: str
+    code: ComplianceCode
+    source: str
+
+    def check(self, analysis: Analysis) -> list[RuleHit]: ...
+
+
+class BaseRule:
+    """Common plumbing: identity, and building hits that carry the code's hard flag."""
+
+    rule_id: str = ""
+    code: ComplianceCode
+    source: str = ""
+
+    def hit(self, message: str, evidence: str = "", code: ComplianceCode | None = None) -> RuleHit:
+        code = code or self.code
+        return RuleHit(
+            rule_id=self.rule_id,
+            code=code,
+            message=message,
+            source=self.source,
+            hard=is_hard(code),
+            evidence=evidence.strip(),
+        )
+
+
+def cleared_by(prefix: str, guard: re.Pattern[str], window: int | None = None) -> bool:
+    """True when a guard phrase appears in the text before a match (optionally only just before)."""
+    if window is not None:
+        prefix = prefix[-window:]
+    return guard.search(prefix) is not None
+
+
+def kb_source(kb: KnowledgeBase, *regulation_ids: str) -> str:
+    """The source line for a rule, read from the knowledge base's regulations."""
+    return "; ".join(kb.regulation(rid).source for rid in regulation_ids)

@@ -1,0 +1,109 @@
+"""DB transfers: the warning that guaranteed income is given up, and the legal advice requirement
+over £30,000 (Pension Schemes Act 2015 s48; COBS 19.1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from compliance.codes import ComplianceCode
+from tests.compliance.rulekit import ctx, hits, kb, rule
+
+WARNING = "db.warning"
+ADVICE = "advice.db_transfer"
+DB_ONLY = [("DB", 120000, "Rolls-Royce Pension Fund")]
+MIXED = [("DB", 80000, "Unilever UK Pension Fund"), ("DC", 60000, "Aviva")]
+WARNED = "Transferring means giving up a guaranteed income for life."
+SIGNPOSTED = "You'd need advice from a regulated pension transfer specialist first."
+
+
+def test_identity() -> None:
+    assert rule(WARNING).code is ComplianceCode.MISSING_DB_WARNING
+    assert rule(ADVICE).code is ComplianceCode.MISSING_ADVICE_SIGNPOST
+    assert "s48" in rule(WARNING).source and "s48" in rule(ADVICE).source
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "Can I transfer my final salary pension?",
+        "i want the cash from my old firm's final salary thing",
+        "I want all my pensions with one provider.",
+        "Can I swap my work pension for cash?",
+    ],
+)
+def test_transfer_talk_without_a_warning_is_flagged(customer: str) -> None:
+    found = hits(WARNING, ctx(customer, SIGNPOSTED, pots=DB_ONLY))
+    assert [h.code for h in found] == [ComplianceCode.MISSING_DB_WARNING]
+
+
+@pytest.mark.parametrize(
+    "warning",
+    [
+        WARNED,
+        "You'd lose a secure income that's guaranteed for life.",
+        "The FCA's starting view is that most people should keep these benefits.",
+        "Most people are better off keeping them.",
+    ],
+)
+def test_a_warning_in_other_words_clears_it(warning: str) -> None:
+    assert hits(WARNING, ctx("Can I transfer my pension?", f"{warning} {SIGNPOSTED}", pots=DB_ONLY)) == []
+
+
+def test_the_db_pension_named_by_employer_in_a_mixed_profile_puts_it_in_play() -> None:
+    assert hits(WARNING, ctx("Can I move my Unilever pension into my Aviva pot?", SIGNPOSTED, pots=MIXED))
+
+
+def test_hard_compliant_cases() -> None:
+    # Only the DC pot moves, the DB pension expressly left alone.
+    assert (
+        hits(
+            WARNING,
+            ctx(
+                "Can I move my Aviva pot? I'm leaving my final salary pension alone.",
+                "Yes, you can usually transfer your Aviva pot; check for exit fees.",
+                pots=MIXED,
+            ),
+        )
+        == []
+    )
+    # Negated transfer talk: a lump sum from the scheme itself.
+    assert (
+        hits(
+            WARNING,
+            ctx(
+                "Can I take a lump sum from my final salary pension without transferring?",
+                "Many schemes pay a tax-free lump sum when your pension starts. You don't need to transfer to do that.",
+                pots=DB_ONLY,
+            ),
+        )
+        == []
+    )
+    # A DB customer asking when the pension starts.
+    assert (
+        hits(WARNING, ctx("When can I start my pension?", "Your scheme booklet shows it.", pots=DB_ONLY))
+        == []
+    )
+    # No DB benefits at all.
+    assert hits(WARNING, ctx("Can I transfer my pension?", "Yes, check for exit fees.")) == []
+
+
+def test_the_reply_bringing_up_a_transfer_puts_it_in_play() -> None:
+    assert hits(
+        WARNING, ctx("When can I start my pension?", "You could also transfer it to a SIPP.", pots=DB_ONLY)
+    )
+
+
+def test_advice_signpost_needed_only_over_the_threshold() -> None:
+    threshold = kb().figure("db_advice_threshold").value
+    over = [("DB", threshold + 1, "BT Pension Scheme")]
+    at = [("DB", threshold, "BT Pension Scheme")]
+    assert hits(ADVICE, ctx("Can I transfer my BT pension?", WARNED, pots=over))
+    assert hits(ADVICE, ctx("Can I transfer my BT pension?", WARNED, pots=at)) == []
+    assert hits(ADVICE, ctx("Can I transfer my BT pension?", f"{WARNED} {SIGNPOSTED}", pots=over)) == []
+
+
+def test_saying_advice_is_not_needed_is_not_a_signpost() -> None:
+    over = [("DB", 90000, "BT Pension Scheme")]
+    assert hits(
+        ADVICE, ctx("Can I transfer?", f"{WARNED} You don't need regulated advice for this.", pots=over)
+    )

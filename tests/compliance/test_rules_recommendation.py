@@ -1,0 +1,129 @@
+"""Personal recommendation (RAO art 53; PERG 8.30B): disguised forms are caught; negation, quoted
+or reported speech and harmless instructions are not."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compliance.codes import ComplianceCode
+from tests.compliance.rulekit import ctx, hits, rule
+
+RULE = "recommendation.personal"
+
+
+def test_identity() -> None:
+    r = rule(RULE)
+    assert r.code is ComplianceCode.PERSONAL_RECOMMENDATION
+    assert "PERG 8.30B" in r.source
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "If I were in your shoes I'd go for drawdown.",
+        "I'd lean towards drawdown myself.",
+        "If you want my honest opinion, go with drawdown and keep control.",
+        "Stick with Nest - there's no reason to move it.",
+        "An annuity is your best bet here.",
+        "You'd be mad not to take it while you can.",
+        "I think you should go ahead and buy it now.",
+        "She's spot on - leaving it invested is the right call for you.",
+        "Yes, do it - put them all into your Scottish Widows plan.",
+        "I'd steer clear of drawdown if I were you.",
+        "A joint-life annuity is definitely the one for you two.",
+        "Go for the global equity tracker, it's cheap.",
+        "Then the way forward for you is to take your tax-free cash.",
+        "With a pot that size, cashing it in is the sensible thing to do.",
+        "Accept it, it's a decent offer.",
+        "Then drawdown isn't for you - an annuity would be a much better fit for someone like you.",
+        "People like you usually go for drawdown, that's the way to go.",
+        "I wouldn't transfer it.",
+        "My gut says drawdown suits your plans better.",
+        "Waiting is what I'd do in your situation.",
+    ],
+)
+def test_recommendations_in_many_disguises_are_flagged(reply: str) -> None:
+    found = hits(RULE, ctx("What should I do?", reply))
+    assert found and found[0].code is ComplianceCode.PERSONAL_RECOMMENDATION
+    assert found[0].evidence
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "You should check your annual statement.",
+        "I can't recommend a product, but options include drawdown, an annuity or lump sums.",
+        "I can't say which is the best option for you.",
+        "Whether drawdown is the best thing for you isn't something I can judge.",
+        "There's no single best option - it depends on your circumstances.",
+        "I wouldn't go for anything on your behalf - I can't make a personal recommendation.",
+        "I'd suggest booking a free Pension Wise appointment.",
+        "Your options are: leave it invested, take some cash, draw an income or buy an annuity.",
+        "You should take advice from a regulated financial adviser.",
+        "Most people are better off keeping these benefits.",
+        "If you take the lump sum, 75% is taxed as income.",
+        "Lots of people choose an annuity and lots choose drawdown.",
+        "I can't answer that - what I would do isn't a good guide to what suits you.",
+    ],
+)
+def test_harmless_uses_of_trigger_words_pass(reply: str) -> None:
+    assert hits(RULE, ctx("What should I do?", reply)) == []
+
+
+def test_quoted_and_reported_speech_is_not_the_firms_recommendation() -> None:
+    assert (
+        hits(RULE, ctx("?", "Your brother said you should transfer it all - I can't say if that's right."))
+        == []
+    )
+    assert hits(RULE, ctx("?", "Your dad's line, 'you should never buy an annuity', is a common view.")) == []
+
+
+def test_each_pattern_is_reported_once_with_its_id() -> None:
+    found = hits(RULE, ctx("?", "I'd pick drawdown. I'd pick drawdown again. An annuity is your best bet."))
+    messages = [h.message for h in found]
+    assert len(messages) == len(set(messages)) == 2
+    assert any("pr.first_person_choice" in m for m in messages)
+    assert any("pr.suitability" in m for m in messages)
+
+
+RECOMMENDATIONS = st.sampled_from(
+    [
+        "you should buy an annuity",
+        "drawdown is the best option for you",
+        "i'd go for drawdown",
+        "an annuity would suit you best",
+        "you'd be better off taking the cash",
+    ]
+)
+DECLINES = st.sampled_from(["I can't say that", "I'm not able to say that", "It's not for me to say that"])
+SPEAKERS = st.sampled_from(["Your friend said", "Your neighbour said", "Your son said", "Someone told you"])
+FILLER = st.sampled_from(["", "Pension Wise is free. ", "Investments can fall in value. "])
+
+
+@settings(max_examples=60, deadline=None)
+@given(DECLINES, RECOMMENDATIONS, FILLER)
+def test_negated_recommendations_are_never_flagged(decline: str, phrase: str, filler: str) -> None:
+    assert hits(RULE, ctx("?", f"{filler}{decline} {phrase}.")) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(RECOMMENDATIONS, FILLER, st.sampled_from(['"', "'"]))
+def test_quoted_recommendations_are_never_flagged(phrase: str, filler: str, quote: str) -> None:
+    assert (
+        hits(RULE, ctx("?", f"{filler}You mentioned {quote}{phrase}{quote}, which is a common view.")) == []
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(SPEAKERS, RECOMMENDATIONS, FILLER)
+def test_reported_recommendations_are_never_flagged(speaker: str, phrase: str, filler: str) -> None:
+    assert hits(RULE, ctx("?", f"{filler}{speaker} {phrase}.")) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(RECOMMENDATIONS, FILLER)
+def test_the_same_phrases_unguarded_are_flagged(phrase: str, filler: str) -> None:
+    # The property above is not vacuous: the advisor's own words are caught.
+    assert hits(RULE, ctx("?", f"{filler}Honestly, {phrase}."))

@@ -1,0 +1,59 @@
+"""Scam red flags in what the customer said that the reply leaves unaddressed (FCA ScamSmart)."""
+
+from __future__ import annotations
+
+import pytest
+
+from compliance.codes import ComplianceCode
+from tests.compliance.rulekit import ctx, hits, rule
+
+RULE = "scam.red_flags"
+BLAND = "It's worth comparing the charges before you decide."
+WARNS = "That sounds like a scam: check the firm on the FCA register and report it to Action Fraud."
+
+
+def test_identity() -> None:
+    assert rule(RULE).code is ComplianceCode.SCAM_RISK_IGNORED
+    assert "ScamSmart" in rule(RULE).source
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "I had a call from a company offering to look over my pension for free.",
+        "A friend of a friend runs an investment club promising 18% a year on pension money.",
+        "I saw an advert on Instagram saying I can get my pension out at 50 with no tax.",
+        "A company said they'd send a courier round with the paperwork tomorrow.",
+        "I was offered a pension 'liberation' deal through a legal loophole.",
+        "I was approached at the golf club about a 'pension upgrade' that guarantees double the growth.",
+        "A financial firm wrote to me saying I need to move it within 7 days to avoid losing money.",
+        "An online advert says I can get a bonus of £5,000 if I transfer my pension to them.",
+        "A guy I met at the pub reckons he can get me 30% returns in Spanish property.",
+        "Somebody phoned saying my provider is going bust and I must move my money today.",
+        "A woman from 'Retirement Solutions' rang and wants me to sign over my pension today.",
+        "My new financial friend says his bond pays 9% fixed and it's totally safe.",
+    ],
+)
+def test_red_flags_ignored_are_flagged_and_warnings_clear_them(customer: str) -> None:
+    found = hits(RULE, ctx(customer, BLAND))
+    assert found and "red flags" in found[0].message
+    assert hits(RULE, ctx(customer, WARNS)) == []
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "Which is the better deal for me, Aviva's or L&G's annuity quote?",
+        "Can I get my pension early if I'm ill?",
+        "I got a letter about my pension options and I don't understand it.",
+        "What are the warning signs of a pension scam?",
+        "Does an annuity pay a guaranteed income?",
+    ],
+)
+def test_innocent_questions_raise_no_flag(customer: str) -> None:
+    assert hits(RULE, ctx(customer, BLAND)) == []
+
+
+def test_weak_flags_need_a_third_party() -> None:
+    assert hits(RULE, ctx("Could I retire early?", BLAND)) == []
+    assert hits(RULE, ctx("Someone says I could retire early through their scheme.", BLAND))

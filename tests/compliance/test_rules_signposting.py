@@ -1,0 +1,55 @@
+"""Advice signposting: a customer who asks what to do is told a regulated adviser can recommend."""
+
+from __future__ import annotations
+
+import pytest
+
+from compliance.codes import ComplianceCode
+from tests.compliance.rulekit import ctx, hits, rule
+
+RULE = "advice.request"
+OPTIONS = "Drawdown can fall in value; an annuity usually can't be undone."
+
+
+def test_identity() -> None:
+    assert rule(RULE).code is ComplianceCode.MISSING_ADVICE_SIGNPOST
+    assert "PERG 8.30B" in rule(RULE).source
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What should I do with my pension?",
+        "Do you reckon an annuity makes sense for me?",
+        "Is it daft to take my tax-free cash now?",
+        "Would taking drawdown be a mistake for me?",
+        "What would you do in my position?",
+        "Which is the better deal for me, Aviva's or L&G's quote?",
+        "My pot is £68,000. What's sensible?",
+        "Honestly, is drawdown a sensible move for me?",
+        "What do you advise?",
+    ],
+)
+def test_requests_for_a_recommendation_need_a_signpost(question: str) -> None:
+    assert hits(RULE, ctx(question, OPTIONS))
+    assert (
+        hits(RULE, ctx(question, f"{OPTIONS} A regulated financial adviser can give you a recommendation."))
+        == []
+    )
+    assert hits(RULE, ctx(question, f"{OPTIONS} An independent financial adviser (IFA) can help.")) == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What can I do with my pension pot?",
+        "What paperwork should I keep?",
+        "What should I be thinking about before I take anything?",
+        "Is there anything I should watch out for?",
+        "What is Pension Wise?",
+        "Is it easy to transfer one pension into another?",
+        "My brother says drawdown is the only sensible choice for someone like me.",
+    ],
+)
+def test_questions_about_options_or_process_do_not(question: str) -> None:
+    assert hits(RULE, ctx(question, OPTIONS)) == []

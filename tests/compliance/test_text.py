@@ -1,0 +1,68 @@
+"""Text preparation and figure extraction shared by the rules."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from compliance.figures import extract_figures
+from compliance.text import advisor_clauses, clauses, normalise, sentences, strip_quotes
+from tests.compliance.rulekit import kb
+
+
+def test_normalise_straightens_quotes_and_dashes() -> None:
+    assert normalise("I\u2019d  say \u201cno\u201d \u2014 Thanks") == 'i\'d say "no" - thanks'
+
+
+def test_strip_quotes_keeps_apostrophes_and_offsets() -> None:
+    text = "your friend said 'take it all' and you don't agree"
+    stripped = strip_quotes(text)
+    assert len(stripped) == len(text)
+    assert "take it all" not in stripped and "don't agree" in stripped
+    assert "take" not in strip_quotes('he said "take it"')
+
+
+def test_sentences_and_clauses() -> None:
+    assert sentences("one. two? three!") == ["one.", "two?", "three!"]
+    assert clauses("it can fall, but it could also rise; check the fees") == [
+        "it can fall",
+        "it could also rise",
+        "check the fees",
+    ]
+
+
+def test_advisor_clauses_drop_reported_speech() -> None:
+    reported = kb().lexicon("reported_speech").regex
+    own = [
+        c.text
+        for c in advisor_clauses(
+            normalise("Your neighbour said you should take it all. I can't say."), reported
+        )
+    ]
+    assert own == ["i can't say."]
+
+
+def test_extracts_money_percent_ages_and_years() -> None:
+    figures = extract_figures(normalise("From age 55 you can take 25%, up to £268,275, since 6 April 2024."))
+    kinds = [(f.kind, f.value) for f in figures]
+    assert ("age", 55) in kinds and ("percent", 25) in kinds
+    assert ("money", 268275) in kinds and ("year", 2024) in kinds
+
+
+def test_special_forms() -> None:
+    text = normalise("£1.4 million, £60k, a quarter, 2026/27, banned since 2015, and rises to 57.")
+    values = {(f.kind, round(f.value, 2)) for f in extract_figures(text)}
+    assert ("money", 1_400_000) in values and ("money", 60_000) in values
+    assert ("percent", 25) in values and ("year", 2015) in values and ("age", 57) in values
+    assert ("year", 2026) not in values  # a tax year is not a claim about a year
+
+
+@given(st.integers(min_value=1, max_value=5_000_000))
+def test_formatted_money_round_trips(value: int) -> None:
+    found = extract_figures(normalise(f"That comes to £{value:,} in total."))
+    assert [(f.kind, f.value) for f in found] == [("money", value)]
+
+
+@given(st.integers(min_value=1, max_value=100))
+def test_percentages_round_trip(value: int) -> None:
+    assert [(f.kind, f.value) for f in extract_figures(f"about {value}% of it")] == [("percent", value)]
