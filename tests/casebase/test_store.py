@@ -1,0 +1,168 @@
+"""Storage: the embedded store persists across processes, the embedder is pinned, and the same code
+runs against a real Chroma server (`chroma run`, started and stopped by the test)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from casebase.config import CasebaseConfig, StoreConfig
+from casebase.factory import open_bases
+from casebase.store import EmbedderMismatchError
+from simulacra.embeddings.hashing import HashingEmbedder
+from tests.casebase.builders import make_case, make_rule
+from tests.casebase.conftest import DIMENSION
+
+ROOT = Path(__file__).resolve().parents[2]
+POTS = "I have three small pension pots from old jobs and want to combine them into one"
+READER = """
+import json, sys
+from datetime import UTC, datetime
+from casebase.config import CasebaseConfig, StoreConfig
+from casebase.factory import open_bases
+from simulacra.clock import VirtualClock
+from simulacra.embeddings.factory import build_embedder
+bases = open_bases(CasebaseConfig(store=StoreConfig(path=sys.argv[1])), build_embedder('hashing', dimension=int(sys.argv[3])), VirtualClock(datetime(2027, 1, 1, tzinfo=UTC)))
+found = bases.cases.search(sys.argv[2], task_type="consolidation")
+rules = bases.rules.search(sys.argv[2])
+print(json.dumps({"cases": bases.cases.size, "case_ids": [m.case.id for m in found],
+                  "rules": bases.rules.counts().model_dump(), "rule_ids": [m.rule.id for m in rules]}))
+"""
+
+
+def test_a_run_folder_is_read_back_by_another_process(tmp_path: Path, embedder, clock) -> None:
+    folder = tmp_path / "run-1" / "casebase"
+    bases = open_bases(CasebaseConfig(store=StoreConfig(path=folder)), embedder, clock)
+    case = bases.cases.add(make_case(POTS)).case
+    rule = bases.rules.add_candidate(
+        make_rule("When pots are combined, compare fees, because fees compound.", [])
+    )
+    bases.rules.activate(rule.id)
+    done = subprocess.run(
+        [sys.executable, "-c", READER, str(folder), POTS, str(DIMENSION)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "cases": 1,
+        "case_ids": [case.id],
+        "rules": {"total": 1, "active": 1, "candidate": 0, "retired": 0},
+        "rule_ids": [rule.id],
+    }
+
+
+def test_a_shared_library_folder_builds_across_runs(tmp_path: Path, embedder, clock) -> None:
+    library = CasebaseConfig(store=StoreConfig(path=tmp_path / "library"))
+    first = open_bases(library, embedder, clock)
+    first.cases.add(make_case(POTS, source="run-1"))
+    second = open_bases(library, embedder, clock)  # a later run opening the same library
+    second.cases.add(
+        make_case("When can I take my State Pension?", task_type="retirement_age", source="run-2")
+    )
+    assert second.cases.size == 2 and first.cases.size == 2
+
+
+def test_opening_with_another_embedder_is_a_clear_error(tmp_path: Path, embedder, clock) -> None:
+    config = CasebaseConfig(store=StoreConfig(path=tmp_path / "bases"))
+    open_bases(config, embedder, clock).cases.add(make_case(POTS))
+    with pytest.raises(
+        EmbedderMismatchError,
+        match=rf"built with embedder 'hashing' \(dimension {DIMENSION}\).*dimension 128",
+    ):
+        open_bases(config, HashingEmbedder(128), clock)
+
+    class Renamed(HashingEmbedder):
+        name = "minilm"
+
+    with pytest.raises(EmbedderMismatchError, match="export it to JSON Lines"):
+        open_bases(config, Renamed(DIMENSION), clock)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _chroma_cli() -> str:
+    beside = Path(sys.executable).parent / "chroma"
+    found = str(beside) if beside.exists() else shutil.which("chroma")
+    assert found, "the chroma CLI (installed with chromadb) is not on PATH"
+    return found
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            _chroma_cli(),
+            "run",
+            "--path",
+            str(tmp_path / "server-data"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, f"chroma run exited with {server.returncode}"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=0.5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "chroma run did not answer within 30 s"
+            time.sleep(0.1)
+        yield "127.0.0.1", port
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def test_the_same_bases_run_against_a_chroma_server(chroma_server, embedder, clock, llm) -> None:
+    host, port = chroma_server
+    config = CasebaseConfig(store=StoreConfig(host=host, port=port, collection_prefix="run1-"))
+    bases = open_bases(config, embedder, clock, llm)
+    assert type(bases.client).__name__ != "PersistentClient"
+    case = bases.cases.add(make_case(POTS, source="c-1")).case
+    merged = bases.cases.add(make_case(POTS.replace("and want", "and I want"), source="c-2"))
+    assert merged.merged and bases.cases.size == 1
+    rule = bases.rules.add_candidate(
+        make_rule("When pots are combined, compare fees, because fees compound.", [])
+    )
+    bases.rules.activate(rule.id)
+    # A second client (another worker) sees the same data; a different prefix is a different base.
+    again = open_bases(config, embedder, clock)
+    assert [m.case.id for m in again.cases.search(POTS, task_type="consolidation")] == [case.id]
+    assert [m.rule.id for m in again.rules.search("combine pots fees")] == [rule.id]
+    other = open_bases(
+        config.model_copy(update={"store": config.store.model_copy(update={"collection_prefix": "run2-"})}),
+        embedder,
+        clock,
+    )
+    assert other.cases.size == 0
+    with pytest.raises(EmbedderMismatchError):
+        open_bases(config, HashingEmbedder(DIMENSION * 2), clock)
