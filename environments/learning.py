@@ -1,0 +1,150 @@
+"""Learning from finished consultations: the case base and the rules base (Agent Hospital style).
+
+Between virtual days, in consultation order:
+- every active rule the advisor retrieved or cited gains or loses confidence from how the
+  consultation went (`casebase.apply_consultation_evidence`);
+- a consultation that ran to its end with every reply delivered (each passed the validator, after
+  refinement if need be) becomes a case, covering the compliance codes its delivered replies
+  handled;
+- a consultation whose first draft broke a rule goes through rule accumulation: reflect on the
+  failure, replay it (and past cases of the same task type) with the candidate rule, keep the rule
+  only if the failure improves and nothing regresses, then refine and judge it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pydantic import BaseModel, Field
+
+from casebase import Bases
+from casebase.accumulation import FailureCase, RuleAccumulator
+from casebase.evidence import apply_consultation_evidence
+from casebase.models import Case, CaseOutcome
+from compliance.codes import ComplianceCode
+from environments.consultation import ConsultationRecord, TurnRecord
+from environments.population import Customer
+from environments.replay import situation_profile
+
+# The delivered part of a reply that shows a protection handled, and the code it protects against.
+SEGMENT_CODES: dict[str, ComplianceCode] = {
+    "db_warning": ComplianceCode.MISSING_DB_WARNING,
+    "advice_signpost": ComplianceCode.MISSING_ADVICE_SIGNPOST,
+    "risk_warning": ComplianceCode.MISSING_RISK_DISCLOSURE,
+    "pension_wise": ComplianceCode.MISSING_PENSION_WISE_NUDGE,
+    "scam_warning": ComplianceCode.SCAM_RISK_IGNORED,
+    "vulnerable_care": ComplianceCode.UNSUITABLE_FOR_VULNERABLE,
+}
+
+
+class LearningReport(BaseModel):
+    cases_added: int = 0
+    failures_seen: int = 0
+    decisions: Counter[str] = Field(default_factory=Counter)
+    evidence_updates: int = 0
+
+
+def outcome_of(record: ConsultationRecord) -> CaseOutcome:
+    advisor = record.advisor_turns
+    customer = [t for t in record.turns if t.speaker == "customer"]
+    return CaseOutcome(
+        first_pass_compliant=all(t.first_pass_compliant for t in advisor),
+        escalated=record.ended_by == "escalation",
+        understanding=1.0 - sum(t.confused for t in customer) / max(1, len(customer)),
+        goal_achieved=record.ended_by == "customer" and not any(t.holding for t in advisor),
+    )
+
+
+def covered_codes(turns: list[TurnRecord]) -> list[str]:
+    codes = {str(SEGMENT_CODES[k]) for t in turns for k in t.delivered_kinds if k in SEGMENT_CODES}
+    if any("advice_signpost" in t.delivered_kinds for t in turns):
+        # Signposting advice while explaining options is the guidance/advice boundary done right.
+        codes.add(str(ComplianceCode.PERSONAL_RECOMMENDATION))
+    return sorted(codes)
+
+
+def customer_before(record: ConsultationRecord, turn: TurnRecord) -> str:
+    index = record.turns.index(turn)
+    return next(t.text for t in reversed(record.turns[:index]) if t.speaker == "customer")
+
+
+class ConsultationLearner:
+    def __init__(
+        self,
+        bases: Bases,
+        accumulator: RuleAccumulator | None,
+        customers: dict[str, Customer],
+        *,
+        learn_cases: bool,
+        learn_rules: bool,
+    ) -> None:
+        self.bases = bases
+        self.accumulator = accumulator
+        self.customers = customers
+        self.learn_cases = learn_cases
+        self.learn_rules = learn_rules
+
+    async def learn(self, records: list[ConsultationRecord]) -> LearningReport:
+        report = LearningReport()
+        for record in sorted(records, key=lambda r: r.index):
+            advisor = record.advisor_turns
+            if not advisor:
+                continue
+            outcome = outcome_of(record)
+            first_pass = sorted({c for t in advisor for c in t.first_pass_violations})
+            if self.learn_rules:
+                report.evidence_updates += len(
+                    apply_consultation_evidence(
+                        self.bases.rules,
+                        record.id,
+                        retrieved=[i for t in advisor for i in t.retrieved.get("rules", [])],
+                        cited=[i for t in advisor for i in t.used_rule_ids],
+                        violations=first_pass,
+                        outcome=outcome,
+                    )
+                )
+            if self.learn_cases and outcome.goal_achieved:
+                self.bases.cases.add(self.case_from(record, outcome))
+                report.cases_added += 1
+            if self.learn_rules and first_pass and self.accumulator is not None:
+                report.failures_seen += 1
+                result = await self.accumulator.accumulate(self.failure_from(record, outcome))
+                report.decisions[result.decision] += 1
+        return report
+
+    def profile(self, record: ConsultationRecord, turn: TurnRecord) -> dict:
+        customer = self.customers[record.customer_id]
+        known = customer.profile(set(turn.situation.get("disclosed", [])))
+        return situation_profile(known, customer.name, **turn.situation)
+
+    def case_from(self, record: ConsultationRecord, outcome: CaseOutcome) -> Case:
+        advisor = record.advisor_turns
+        delivered = " ".join(t.text for t in advisor)
+        codes = covered_codes(advisor)
+        return Case(
+            task_type=record.goal,
+            customer_profile=self.profile(record, advisor[-1]),
+            context=customer_before(record, advisor[0]),
+            guidance=delivered,
+            reasoning="Every reply passed the compliance check"
+            + (f"; it handled {', '.join(codes)}" if codes else ""),
+            outcome=outcome,
+            compliance_verified=True,
+            covered_codes=codes,
+            provenance="virtual_training",
+            source_ids=[record.id],
+        )
+
+    def failure_from(self, record: ConsultationRecord, outcome: CaseOutcome) -> FailureCase:
+        failed = next(t for t in record.advisor_turns if t.first_pass_violations)
+        return FailureCase(
+            consultation_id=record.id,
+            task_type=record.goal,
+            customer_profile=self.profile(record, failed),
+            customer_utterance=customer_before(record, failed),
+            said=failed.draft or failed.text,
+            violations=list(failed.first_pass_violations),
+            outcome=outcome,
+            notes=f"{failed.refinements} refinement(s); "
+            + ("held for review" if failed.holding else "delivered"),
+        )
