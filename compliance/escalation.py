@@ -69,6 +69,7 @@ def review_item(
     source: Literal["training", "live"],
     mode: str,
     where: EscalationContext,
+    run_id: str | None = None,
 ) -> NewReviewItem:
     last = attempts[-1].validation
     reasons = [reason, *dict.fromkeys(r for a in attempts for r in a.validation.escalation_reasons)]
@@ -94,6 +95,7 @@ def review_item(
             for h in last.rule_hits
         ],
         verdicts=[judge_record(v) for v in last.judge_verdicts],
+        run_id=run_id,
     )
     return NewReviewItem(
         source=source,
@@ -123,18 +125,27 @@ def judge_record(raw: dict) -> JudgeVerdictRecord:
     )
 
 
-def escalation_id(where: EscalationContext, ctx: UtteranceContext, source: str) -> str:
-    key = f"{source}|{where.consultation_id}|{where.session_id}|{where.turn}|{ctx.customer_utterance}"
+def escalation_id(where: EscalationContext, ctx: UtteranceContext, source: str, run_id: str | None) -> str:
+    key = (
+        f"{source}|{run_id}|{where.consultation_id}|{where.session_id}|{where.turn}|{ctx.customer_utterance}"
+    )
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
 class ReviewQueueSink:
-    """Sends held replies to a `ReviewQueue` as training or live escalations."""
+    """Sends held replies to a `ReviewQueue` as training or live escalations.
 
-    def __init__(self, queue: ReviewQueue, *, source: Literal["training", "live"], mode: str) -> None:
+    `run_id` (a training run's MLflow id) goes into each item and its id, because consultation
+    ids repeat from run to run and several runs share one queue.
+    """
+
+    def __init__(
+        self, queue: ReviewQueue, *, source: Literal["training", "live"], mode: str, run_id: str | None = None
+    ) -> None:
         self.queue = queue
         self.source = source
         self.mode = mode
+        self.run_id = run_id
 
     async def escalate(
         self,
@@ -144,5 +155,7 @@ class ReviewQueueSink:
         where: EscalationContext | None = None,
     ) -> str:
         where = where or EscalationContext()
-        item = review_item(ctx, attempts, reason, source=self.source, mode=self.mode, where=where)
-        return self.queue.enqueue(item, item_id=escalation_id(where, ctx, self.source))
+        item = review_item(
+            ctx, attempts, reason, source=self.source, mode=self.mode, where=where, run_id=self.run_id
+        )
+        return self.queue.enqueue(item, item_id=escalation_id(where, ctx, self.source, self.run_id))

@@ -83,7 +83,11 @@ def compare(client: MlflowClient, experiment: str | None = None) -> list[Arm]:
         metrics = {
             key: round(sum(r.data.metrics.get(key, 0.0) for r in runs) / len(runs), 4) for key in COMPARED
         }
-        arms.append(Arm(name=name, runs=[r.info.run_id for r in runs], metrics=metrics, curve=mean_curve(client, runs)))
+        arms.append(
+            Arm(
+                name=name, runs=[r.info.run_id for r in runs], metrics=metrics, curve=mean_curve(client, runs)
+            )
+        )
     return arms
 
 
@@ -121,7 +125,9 @@ def table(arms: list[Arm]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m environments.ablation", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m environments.ablation", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--tracking-uri", required=True)
     parser.add_argument("--experiment", default=None, help="experiment name (default: all)")
     parser.add_argument("--plot", type=Path, default=None, help="write the learning-curve plot here (PNG)")

@@ -123,7 +123,9 @@ async def build_world(app: AppConfig, tracker: RunTracker, run_dir: Path) -> Wor
         validator,
         holding_reply=app.validator.holding_reply,
         max_refinements=app.validator.max_refinements,
-        escalations=ReviewQueueSink(review_queue, source="training", mode=app.validator.mode),
+        escalations=ReviewQueueSink(
+            review_queue, source="training", mode=app.validator.mode, run_id=tracker.run_id
+        ),
     )
     tools = AdvisorTools(knowledge)
     bases = open_run_bases(app, run_dir, embedder, memory_clock, llm)

@@ -65,6 +65,8 @@ class TrackingConfig(Strict):
     uri: str | None = None
     experiment: str = "pension-guidance-training"
     run_name: str | None = None
+    # One MLflow trace per consultation with its verdicts as assessments (see environments.tracing).
+    traces: bool = True
 
 
 class PathsConfig(Strict):

@@ -42,6 +42,7 @@ class RunTracker:
     def __init__(self, client: MlflowClient, run_id: str) -> None:
         self.client = client
         self.run_id = run_id
+        self.experiment_id = client.get_run(run_id).info.experiment_id
 
     @classmethod
     def start(

@@ -24,6 +24,7 @@ from environments.config import AppConfig
 from environments.consultation import ConsultationRecord, consultation_id, run_consultation
 from environments.learning import ConsultationLearner, LearningReport, outcome_of
 from environments.population import coverage
+from environments.tracing import ConsultationTracer, tracing_to
 from environments.tracking import RunTracker, default_tracking_uri, flatten
 from environments.world import arrival_time, day_of
 from simulacra.agent import AgentConfig, ExtraSource
@@ -105,6 +106,7 @@ async def run_days(
     plans: list[dict],
     transcripts: Path,
     learning: LearningTotals,
+    tracer: ConsultationTracer | None,
 ) -> list[ConsultationRecord]:
     """Run the consultations day by day, appending each finished day to `transcripts` so a killed
     run keeps every consultation it completed."""
@@ -169,6 +171,8 @@ async def run_days(
         with transcripts.open("a", encoding="utf-8") as out:
             for record, _ in finished:
                 out.write(record.model_dump_json() + "\n")
+        if tracer is not None:
+            tracer.log_all(day_records)
         for record, session in finished:
             records.append(record)
             plans.extend(session.plan_nodes())
@@ -242,7 +246,15 @@ async def train(app: AppConfig, progress: bool = True) -> RunSummary:
         plans: list[dict] = []
         run_dir.mkdir(parents=True, exist_ok=True)
         learning = LearningTotals()
-        records = await run_days(app, world, progress, plans, run_dir / "transcripts.jsonl", learning)
+        tracer = (
+            ConsultationTracer(tracker.client, tracker.experiment_id, tracker.run_id)
+            if app.tracking.traces
+            else None
+        )
+        with tracing_to(tracking_uri):
+            records = await run_days(
+                app, world, progress, plans, run_dir / "transcripts.jsonl", learning, tracer
+            )
         totals = world.llm.ledger.totals()
         metrics = summary_metrics(records, totals.input_tokens + totals.output_tokens, totals.cost_usd)
         metrics["memories_total"] = float(len(world.memory.stream))

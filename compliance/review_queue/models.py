@@ -95,6 +95,8 @@ class ReviewPayload(_Model):
     retrieved: RetrievedContext = Field(default_factory=RetrievedContext)
     rule_hits: list[RuleHitRecord] = Field(default_factory=list)
     verdicts: list[JudgeVerdictRecord] = Field(default_factory=list)
+    # The training run (MLflow run id) a training escalation came from; None for live items.
+    run_id: str | None = None
 
 
 class NewReviewItem(_Model):

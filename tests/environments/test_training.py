@@ -41,6 +41,7 @@ def app_config(tmp_path: Path, *overrides: str) -> AppConfig:
             "config",
             overrides=[
                 "embedder=hashing",
+                "tracking.traces=false",
                 f"paths.root={tmp_path}",
                 f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
                 *overrides,
@@ -168,13 +169,21 @@ async def test_escalations_reach_the_review_queue_with_their_evidence(tmp_path: 
         assert queue.stats().waiting == len(escalated)
         for turn in escalated:
             item = queue.get(turn["escalation_id"])
-            assert item.source == "training" and item.mode == "rules"
+            assert (
+                item.source == "training" and item.mode == "rules" and item.payload.run_id == summary.run_id
+            )
             assert item.payload.candidate_reply == turn["draft"] or item.payload.drafts
             assert item.payload.conversation[-1].role == "customer"
             assert item.reason
     # A held turn shows the customer the holding reply, never a draft.
     for turn in escalated:
         assert turn["holding"] and turn["text"] == app.validator.holding_reply
+    # Runs share the queue: the same seeded run again adds its own items beside the first run's.
+    again = await train(app, progress=False)
+    with ReviewQueue(f"sqlite:///{tmp_path / 'review_queue.db'}", SystemClock()) as queue:
+        assert queue.stats().waiting == 2 * len(escalated)
+        runs = {e.item.payload.run_id for e in queue.list_open(limit=1000)}
+        assert runs == {summary.run_id, again.run_id}
 
 
 async def test_the_advisor_memory_holds_reflections_and_plans(tmp_path: Path) -> None:
@@ -189,3 +198,21 @@ async def test_the_advisor_memory_holds_reflections_and_plans(tmp_path: Path) ->
     assert all(c in ids for n in reflections for c in n["citations"])
     (plans,) = list(tmp_path.glob("*/advisor_plans.jsonl"))
     assert plans.read_text(encoding="utf-8").strip()
+
+
+async def test_each_consultation_is_a_trace_with_its_verdicts_as_assessments(tmp_path: Path) -> None:
+    app = app_config(tmp_path, "seed=4", "environment.consultations=3", "tracking.traces=true")
+    summary = await train(app, progress=False)
+    records = [json.loads(line) for line in transcripts(tmp_path).splitlines()]
+    client = MlflowClient(summary.tracking_uri)
+    run = client.get_run(summary.run_id)
+    traces = client.search_traces(locations=[run.info.experiment_id])
+    assert sorted(t.info.tags["consultation_id"] for t in traces) == sorted(r["id"] for r in records)
+    for record in records:
+        (trace,) = [t for t in traces if t.info.tags["consultation_id"] == record["id"]]
+        advisor = [t for t in record["turns"] if t["speaker"] == "advisor"]
+        verdicts = [a for a in trace.info.assessments if a.name == "compliance"]
+        assert [a.value for a in verdicts] == [t["first_pass_compliant"] for t in advisor]
+        assert all(a.source.source_type == "CODE" for a in verdicts)  # rules mode: the rules decided
+        names = [s.name for s in client.get_trace(trace.info.trace_id).data.spans]
+        assert names.count("validate") == len(advisor) and "consultation" in names
