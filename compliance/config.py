@@ -11,7 +11,8 @@ from compliance.judges import Judge, JudgePanel
 from compliance.knowledge import KnowledgeBase
 from compliance.rules import RuleEngine
 from compliance.rules_only import RulesOnlyValidator
-from compliance.validator import HybridComplianceValidator, ModeSettings
+from compliance.validator import HybridComplianceValidator, ModeSettings, NoveltyDetector
+from simulacra.embeddings.base import Embedder
 from simulacra.llm.config import ChainLinkConfig, LLMConfig, build_llm_client
 from simulacra.llm.errors import ConfigurationError
 from simulacra.llm.providers.scripted import ScriptedHandlers
@@ -40,6 +41,10 @@ class ValidatorConfig(Strict):
     # Where held replies go for a human decision: a SQLAlchemy URL (sqlite:///... or
     # postgresql+psycopg://...); null puts a SQLite queue at <paths.root>/review_queue.db.
     review_queue_url: str | None = None
+    # A compliant reply less similar than this (cosine) to every reply validated before goes to a
+    # human once `novelty_warmup` replies are known; null turns the check off.
+    novelty_threshold: float | None = Field(default=0.35, ge=-1.0, le=1.0)
+    novelty_warmup: int = Field(default=50, ge=0)
 
 
 def build_judge_panel(
@@ -78,8 +83,15 @@ def judge_figures(knowledge: KnowledgeBase) -> dict[str, dict[str, Any]]:
 
 
 def build_validator(
-    config: ValidatorConfig, knowledge: KnowledgeBase, panel: JudgePanel | None
+    config: ValidatorConfig,
+    knowledge: KnowledgeBase,
+    panel: JudgePanel | None,
+    embedder: Embedder | None = None,
 ) -> HybridComplianceValidator:
+    """The configured validator; the novelty check needs `embedder` (without one it is off)."""
+    novelty = None
+    if embedder is not None and config.novelty_threshold is not None:
+        novelty = NoveltyDetector(embedder, config.novelty_threshold, config.novelty_warmup)
     return HybridComplianceValidator(
         RulesOnlyValidator(RuleEngine(knowledge)),
         panel,
@@ -88,4 +100,5 @@ def build_validator(
         ),
         figures=judge_figures(knowledge),
         tax_year=knowledge.meta.tax_year,
+        novelty=novelty,
     )

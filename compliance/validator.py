@@ -32,21 +32,35 @@ class ModeSettings(BaseModel):
 class NoveltyDetector:
     """Flags an utterance unlike any validated before (cosine below `threshold` to all of them).
 
-    It stays quiet until it has seen `warmup` utterances, so a fresh deployment does not escalate
-    everything.
+    It stays quiet until it knows `warmup` utterances, so a fresh deployment does not escalate
+    everything. What it sees is only compared against after `commit()`: a training run commits
+    between virtual days, in a fixed order, so consultations running at the same time cannot change
+    each other's verdicts and a seeded run replays exactly; a live service commits at once.
     """
 
     def __init__(self, embedder: Embedder, threshold: float = 0.35, warmup: int = 50) -> None:
+        if not -1.0 <= threshold <= 1.0:
+            raise ValueError("a cosine threshold lies within [-1, 1]")
         self.embedder = embedder
         self.threshold = threshold
         self.warmup = warmup
-        self._seen = np.zeros((0, embedder.dimension), dtype=np.float32)
+        self._known = np.zeros((0, embedder.dimension), dtype=np.float32)
+        self._pending: dict[str, np.ndarray] = {}
 
     def is_novel(self, text: str) -> bool:
-        vector = self.embedder.embed([text])[0]
-        novel = len(self._seen) >= self.warmup and float(np.max(self._seen @ vector)) < self.threshold
-        self._seen = np.vstack([self._seen, vector[None, :]])
-        return novel
+        vector = np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+        self._pending.setdefault(text, vector)
+        if len(self._known) < self.warmup:
+            return False
+        return float(np.max(self._known @ vector)) < self.threshold
+
+    def commit(self) -> int:
+        """Make everything seen so far known; returns how many utterances are known."""
+        if self._pending:
+            fresh = [self._pending[t] for t in sorted(self._pending)]
+            self._known = np.vstack([self._known, *[v[None, :] for v in fresh]])
+            self._pending.clear()
+        return len(self._known)
 
 
 def judge_variables(
@@ -90,6 +104,20 @@ class HybridComplianceValidator:
         self.novelty = novelty
 
     async def validate(self, ctx: UtteranceContext) -> ValidationResult:
+        result = await self._decide(ctx)
+        if self.novelty is not None and result.compliant and self.novelty.is_novel(ctx.advisor_utterance):
+            reason = "unlike any utterance validated before"
+            result = result.model_copy(
+                update={"escalate": True, "escalation_reasons": [*result.escalation_reasons, reason]}
+            )
+        return result
+
+    def commit_seen(self) -> None:
+        """Let the novelty check compare against what was validated so far (see NoveltyDetector)."""
+        if self.novelty is not None:
+            self.novelty.commit()
+
+    async def _decide(self, ctx: UtteranceContext) -> ValidationResult:
         first = self.rules.validate_sync(ctx)
         hard = any(h.hard for h in first.rule_hits)
         if hard or self.panel is None:
@@ -108,8 +136,6 @@ class HybridComplianceValidator:
             )
         if consensus.passed is not None and not consensus.unanimous and self.mode.escalate_split_votes:
             reasons.append(f"split vote ({consensus.votes_for} pass, {consensus.votes_against} fail)")
-        if self.novelty is not None and self.novelty.is_novel(ctx.advisor_utterance):
-            reasons.append("unlike any utterance validated before")
         passed = bool(consensus.passed)
         codes = consensus.codes or ([] if passed else [str(h.code) for h in soft])
         return ValidationResult(

@@ -13,9 +13,9 @@ from casebase.tasks import PROMPTS_DIR as CASEBASE_PROMPTS
 from compliance.config import build_judge_panel, build_validator
 from compliance.escalation import ReviewQueueSink
 from compliance.knowledge import KnowledgeBase, load_knowledge
-from compliance.models import Validator
 from compliance.review_queue import ReviewQueue
 from compliance.scripted import register_compliance_handlers
+from compliance.validator import HybridComplianceValidator
 from compliance.validator_gate import ComplianceGate
 from environments.config import AppConfig, EmbedderConfig
 from environments.memory import AdvisorMemory
@@ -42,7 +42,7 @@ class World:
     llm: LLMClient
     embedder: Embedder
     knowledge: KnowledgeBase
-    validator: Validator
+    validator: HybridComplianceValidator
     gate: ComplianceGate
     tools: AdvisorTools
     rater: LLMImportanceRater
@@ -82,9 +82,11 @@ def build_run_embedder(cfg: EmbedderConfig) -> Embedder:
     )
 
 
-def build_run_validator(app: AppConfig, knowledge: KnowledgeBase, handlers: ScriptedHandlers) -> Validator:
+def build_run_validator(
+    app: AppConfig, knowledge: KnowledgeBase, handlers: ScriptedHandlers, embedder: Embedder
+) -> HybridComplianceValidator:
     panel = build_judge_panel(app.validator, app.llm, handlers=handlers, seed=app.seed)
-    return build_validator(app.validator, knowledge, panel)
+    return build_validator(app.validator, knowledge, panel, embedder)
 
 
 def open_run_bases(
@@ -107,8 +109,8 @@ async def build_world(app: AppConfig, tracker: RunTracker, run_dir: Path) -> Wor
         cache_dir=run_dir,
     )
     knowledge = load_knowledge()
-    validator = build_run_validator(app, knowledge, handlers)
     embedder = build_run_embedder(app.embedder)
+    validator = build_run_validator(app, knowledge, handlers, embedder)
     rater = LLMImportanceRater(llm)
     memory_clock = VirtualClock(app.environment.start)
     memory = AdvisorMemory(

@@ -181,6 +181,7 @@ async def run_days(
         world.memory_clock.set(max(world.memory_clock.now(), max(r.ended_at for r in day_records)))
         if app.advisor.use_memory:
             await world.memory.consolidate(day_records)
+        world.validator.commit_seen()
         learned = await learner.learn(day_records)
         learning.add(learned)
         counts = world.bases.rules.counts()

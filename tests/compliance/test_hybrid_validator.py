@@ -14,8 +14,10 @@ from compliance.review_queue import ReviewQueue
 from compliance.review_queue.models import RetrievedContext, RetrievedRecord, RiskFactor
 from compliance.scripted import register_compliance_handlers
 from compliance.stakes import HighStakesDetector
+from compliance.validator import NoveltyDetector
 from compliance.validator_gate import ComplianceGate
 from simulacra.clock import SystemClock
+from simulacra.embeddings.factory import build_embedder
 from simulacra.llm.config import LLMConfig
 from simulacra.llm.providers.scripted import ScriptedHandlers
 from tests.fakes.llm_server import FakeLLMServer, ok_structured, server_error
@@ -218,3 +220,29 @@ async def test_high_stakes_holds_even_a_compliant_reply(tmp_path: Path) -> None:
         assert outcome.first_pass_compliant and outcome.holding
         item = queue.get(outcome.escalation_id)
         assert item.source == "live" and RiskFactor.DB_TRANSFER in item.risk_factors
+
+
+def test_novelty_only_compares_against_what_was_committed() -> None:
+    detector = NoveltyDetector(build_embedder("hashing", dimension=256), threshold=0.5, warmup=2)
+    familiar = ["Drawdown keeps your pension invested.", "An annuity pays an income for life."]
+    assert not any(detector.is_novel(t) for t in familiar)  # nothing known yet: the warm-up
+    assert detector.commit() == 2
+    assert not detector.is_novel("Drawdown keeps your pension invested and you take income.")
+    assert detector.is_novel("Quantum bananas orbit the ledger at midnight.")
+    # Unknown until committed, then known: consultations of one day cannot influence each other.
+    assert detector.is_novel("Quantum bananas orbit the ledger at midnight.")
+    detector.commit()
+    assert not detector.is_novel("Quantum bananas orbit the ledger at midnight.")
+
+
+async def test_a_novel_compliant_reply_goes_to_a_human() -> None:
+    config = ValidatorConfig(mode="rules", holding_reply=HOLDING, novelty_threshold=0.5, novelty_warmup=1)
+    validator = build_validator(config, KB, None, build_embedder("hashing", dimension=256))
+    first = await validator.validate(ctx(GOOD))
+    assert first.compliant and not first.escalate
+    validator.commit_seen()
+    assert not (await validator.validate(ctx(GOOD))).escalate
+    odd = "Thank you for asking. Penguins and velvet curtains are lovely this time of year."
+    result = await validator.validate(ctx(odd, customer="Hello, nice to meet you."))
+    assert result.compliant and result.escalate
+    assert "unlike any utterance validated before" in result.escalation_reasons
