@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import AssessmentSource
+from mlflow.tracking._tracking_service.utils import is_tracking_uri_set
 
 from environments.consultation import ConsultationRecord
 
@@ -33,13 +34,19 @@ def ns(moment: datetime) -> int:
 
 @contextmanager
 def tracing_to(tracking_uri: str) -> Iterator[None]:
-    previous = mlflow.get_tracking_uri()
+    """Point MLflow's process-wide tracking URI at `tracking_uri` for the block, then put back
+    exactly what was there before (nothing, if nothing was set)."""
+    was_set = is_tracking_uri_set()
+    previous = mlflow.get_tracking_uri() if was_set else None
     mlflow.set_tracking_uri(tracking_uri)
     try:
         yield
     finally:
         mlflow.flush_trace_async_logging()
-        mlflow.set_tracking_uri(previous)
+        if previous is None:
+            mlflow.set_tracking_uri(None)
+        else:
+            mlflow.set_tracking_uri(previous)
 
 
 class ConsultationTracer:

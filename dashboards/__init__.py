@@ -1,0 +1,1 @@
+"""Streamlit apps: the compliance review queue and the experiment dashboard (`streamlit run dashboards/app.py`)."""
