@@ -45,6 +45,13 @@ def handlers() -> ScriptedHandlers:
     return h
 
 
+def openai_judge_llm(server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> LLMConfig:
+    """An OpenAI judge chain pointed at the fake server on 127.0.0.1."""
+    monkeypatch.setenv("FAKE_KEY", "k")
+    link = {"provider": "openai", "model": "m", "base_url": server.openai_base_url, "api_key_env": "FAKE_KEY"}
+    return LLMConfig(name="openai", chain=[link])
+
+
 def validator_for(mode: str, judges: list[JudgeConfig], threshold: float, llm: LLMConfig = SCRIPTED, **kw):
     config = ValidatorConfig(mode=mode, threshold=threshold, judges=judges, holding_reply=HOLDING, **kw)
     panel = build_judge_panel(config, llm, handlers=handlers(), seed=0)
