@@ -586,11 +586,15 @@ class GenerativeAgent:
         return self.assembler.assemble(merged)
 
     def _used_by_source(self, context: AssembledContext) -> dict[str, list[str]]:
-        sources = {MEMORY_SOURCE, *(r.name for r in self.retrievers)}
-        used: dict[str, list[str]] = {name: [] for name in sources}
+        # A list, not a set: the keys' order reaches transcripts, and a set of strings iterates in
+        # a different order in every process (string hashing is randomised), so two runs of one
+        # seed would write different files.
+        used: dict[str, list[str]] = {
+            name: [] for name in [MEMORY_SOURCE, *(r.name for r in self.retrievers)]
+        }
         for section in context.sections.values():
             for item in section.kept:
-                if item.source in sources:
+                if item.source in used:
                     used[item.source].append(item.id)
         return used
 

@@ -54,6 +54,9 @@ class EmbeddingMatrix:
         self.precision: Precision = precision
         self.n = 0
         self._data = np.empty((0, dimension), dtype=self._dtype(precision))
+        # Gather and decode buffers, kept between calls: fresh megabyte-sized buffers would cost a
+        # page fault per 4 KiB on every query.
+        self._scratch: dict[str, np.ndarray] = {}
 
     @staticmethod
     def _dtype(precision: Precision) -> type:
@@ -126,8 +129,8 @@ class EmbeddingMatrix:
         if rows is not None and count and (int(rows.min()) < 0 or int(rows.max()) >= self.n):
             raise IndexError(f"rows out of range for {self.n} embeddings")
         chunk = min(_CHUNK, max(count, 1))
-        gathered = np.empty((chunk, self.dimension), dtype=data.dtype)
-        decoded = np.empty((chunk, self.dimension), dtype=np.float32)
+        gathered = self._buffer("gathered", data.dtype)
+        decoded = self._buffer("decoded", np.float32)
         for start in range(0, count, chunk):
             stop = min(count, start + chunk)
             m = stop - start
@@ -141,6 +144,12 @@ class EmbeddingMatrix:
             block = picked if self.precision == "float32" else from_bfloat16(picked, out=decoded[:m])
             _row_dots(block, query, out[start:stop])
         return out
+
+    def _buffer(self, name: str, dtype: type) -> np.ndarray:
+        buffer = self._scratch.get(name)
+        if buffer is None or buffer.dtype != dtype:
+            buffer = self._scratch[name] = np.empty((_CHUNK, self.dimension), dtype=dtype)
+        return buffer
 
     def iter_blocks(self, start: int = 0, stop: int | None = None, size: int = 65536):
         """(first_row, float32 block) over a row range, for passes over everything (index training)."""

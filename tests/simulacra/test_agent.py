@@ -134,6 +134,8 @@ async def test_a_consultation_turn_by_turn() -> None:
     assert expected.decision is not None and expected.decision.decision == "continue"
     assert expected.pushed_plan_id is None and expected.plan is not None and expected.plan.depth == 0
     assert expected.retrieved["cases"][0] == "note-tickets"
+    # Sources in a fixed order (memories, then the retrievers as given): it reaches transcripts.
+    assert list(expected.retrieved) == ["memories", "cases"]
     assert expected.observation_id is not None
     assert expected.observation_id not in expected.retrieved["memories"]  # it is in the prompt already
     assert set(expected.retrieved["memories"]) <= {n.id for n in stream.nodes()}

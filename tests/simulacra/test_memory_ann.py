@@ -101,6 +101,10 @@ def test_large_stream_uses_the_index_and_bfloat16(big) -> None:
     stream.retrieve(np.ones(DIM, dtype=np.float32), k=5, touch=False)
     assert stream.last_retrieval is not None and stream.last_retrieval.approximate
     assert stream.last_retrieval.candidates < len(stream) / 2
+    # Probed rows whose recency and importance cannot reach the k-th score are not even read.
+    query = clustered(1, np.random.default_rng(4))[0][0]
+    stream.retrieve(query, k=10, touch=False)
+    assert stream.last_retrieval.candidates < len(stream.index.probe(query, CONFIG.candidates))
 
 
 def test_ann_agrees_with_exact_on_clustered_data(big) -> None:
@@ -110,6 +114,32 @@ def test_ann_agrees_with_exact_on_clustered_data(big) -> None:
     assert np.mean(overlaps) >= 0.95
     ranked = stream.retrieve(queries[0], k=10, touch=False)
     assert [s.score for s in ranked] == sorted((s.score for s in ranked), reverse=True)
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        {"alpha_recency": 0.5, "alpha_importance": 2.0, "alpha_relevance": 3.0},  # the reference's
+        {"alpha_recency": 1.0, "alpha_importance": 1.0, "alpha_relevance": 1.0, "normalisation": "none"},
+        {"alpha_recency": 2.0, "alpha_importance": 0.0, "alpha_relevance": 1.0, "decay": 0.9},
+    ],
+)
+def test_pruned_candidates_still_agree_with_exact_under_other_weights(big, weights) -> None:
+    """Probed rows are skipped when their recency and importance cannot reach the k-th score; that
+    bound must hold whatever the weights and normalisation."""
+    stream, _ = big
+    original = stream.config
+    stream.config = CONFIG.model_copy(update=weights)
+    try:
+        queries = clustered(30, np.random.default_rng(21))[0]
+        overlaps = []
+        for q in queries:
+            got = approx_rows(stream, q, 10)
+            assert stream.last_retrieval is not None and stream.last_retrieval.approximate
+            overlaps.append(len(set(got) & set(exact_rows(stream, q, 10))) / 10)
+        assert np.mean(overlaps) >= 0.95
+    finally:
+        stream.config = original
 
 
 def test_recent_important_memory_far_from_the_query_is_not_lost(big) -> None:

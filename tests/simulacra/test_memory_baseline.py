@@ -91,6 +91,8 @@ def test_benchmark_prints_its_figures_as_one_json_line(capsys) -> None:
         "peak_rss_mb",
         "recall_at_10",
         "build_seconds",
+        "cpu_p50_ms",
+        "blas_threads",
     ):
         assert key in result
     assert result["n"] == 3000 and result["baseline_queries"] == 2
