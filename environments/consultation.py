@@ -33,7 +33,9 @@ class TurnRecord(BaseModel):
     holding: bool = False
     escalated: bool = False
     escalation_reasons: list[str] = Field(default_factory=list)
-    escalation_id: str | None = None
+    # The held turn reached the review queue. Its item id is not kept here: it includes the run id
+    # (runs share the queue), and the transcript of a seeded run must not depend on the run.
+    queued: bool = False
     decided_by: str | None = None
     used_rule_ids: list[str] = Field(default_factory=list)
     used_case_ids: list[str] = Field(default_factory=list)
@@ -145,7 +147,7 @@ async def run_consultation(
                 holding=outcome.holding,
                 escalated=outcome.escalated,
                 escalation_reasons=[r for a in outcome.attempts for r in a.validation.escalation_reasons],
-                escalation_id=outcome.escalation_id,
+                queued=outcome.escalation_id is not None,
                 decided_by=outcome.final.decided_by,
                 used_rule_ids=last.draft.used_rule_ids,
                 used_case_ids=last.draft.used_case_ids,

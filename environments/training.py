@@ -74,7 +74,7 @@ def summary_metrics(
     first = Counter(code for t in advisor for code in t.first_pass_violations)
     for code, count in sorted(first.items()):
         metrics[f"violations.first_pass.{code}"] = float(count)
-    metrics["escalations_queued"] = float(sum(t.escalation_id is not None for t in advisor))
+    metrics["escalations_queued"] = float(sum(t.queued for t in advisor))
     metrics["consultations_ended_by_escalation"] = float(sum(r.ended_by == "escalation" for r in records))
     decided = Counter(t.decided_by or "none" for t in advisor)
     for stage, count in sorted(decided.items()):
