@@ -43,6 +43,9 @@ class AdvisorConfig(Strict):
     knowledge_cases: bool = True
     # Drafts per replay when a candidate rule is validated (see environments.replay).
     replay_samples: int = Field(default=4, ge=1, le=16)
+    # Replies compliance staff rejected in the review app (casebase.reviewed_failures), relative
+    # to paths.root; rule accumulation learns from them at the start of a run and between days.
+    reviewed_failures: str | None = "review_failures.jsonl"
     memories_k: int = Field(default=8, ge=0)
     reflection_threshold: float = Field(default=150.0, gt=0)
 

@@ -14,6 +14,7 @@ Between virtual days, in consultation order:
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -21,6 +22,7 @@ from casebase import Bases
 from casebase.accumulation import FailureCase, RuleAccumulator
 from casebase.evidence import apply_consultation_evidence
 from casebase.models import Case, CaseOutcome
+from casebase.reviewed_failures import read_failures
 from compliance.codes import ComplianceCode
 from environments.consultation import ConsultationRecord, TurnRecord
 from environments.population import Customer
@@ -83,6 +85,20 @@ class ConsultationLearner:
         self.customers = customers
         self.learn_cases = learn_cases
         self.learn_rules = learn_rules
+        self.reviewed_seen = 0  # lines of the reviewed-failures file already learned from
+
+    async def learn_reviewed(self, path: Path) -> LearningReport:
+        """Accumulate rules from replies compliance staff rejected since the last call."""
+        report = LearningReport()
+        if not self.learn_rules or self.accumulator is None:
+            return report
+        fresh = read_failures(path, start=self.reviewed_seen)
+        self.reviewed_seen += len(fresh)
+        for reviewed in fresh:
+            report.failures_seen += 1
+            result = await self.accumulator.accumulate(reviewed.failure)
+            report.decisions[result.decision] += 1
+        return report
 
     async def learn(self, records: list[ConsultationRecord]) -> LearningReport:
         report = LearningReport()

@@ -162,6 +162,10 @@ async def run_days(
             )
             return record, session
 
+    reviewed = Path(app.paths.root) / app.advisor.reviewed_failures if app.advisor.reviewed_failures else None
+    if reviewed is not None:
+        # What reviewers rejected before this run started is learned from before the first day.
+        learning.add(await learner.learn_reviewed(reviewed))
     days = sorted({day_of(i, env.consultations_per_day) for i in range(env.consultations)})
     bar = tqdm(total=env.consultations, desc="consultations", unit="consultation", disable=not progress)
     for day in days:
@@ -184,6 +188,8 @@ async def run_days(
         world.validator.commit_seen()
         learned = await learner.learn(day_records)
         learning.add(learned)
+        if reviewed is not None:
+            learning.add(await learner.learn_reviewed(reviewed))
         counts = world.bases.rules.counts()
         world.tracker.log_metrics(
             {

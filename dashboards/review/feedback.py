@@ -19,10 +19,10 @@ from pydantic import BaseModel, Field
 
 from casebase.case_base import CaseBase
 from casebase.classify import KeywordClassifier
+from casebase.reviewed_failures import append_failure
 from compliance.models import Validator
 from compliance.review_queue import Outcome, ReviewQueue
 from dashboards.review.assessments import AssessmentLog, HumanAssessmentLogger, LogStatus
-from dashboards.review.failures import append_failure
 from dashboards.review.learning import reviewed_case, reviewed_failure
 from dashboards.review.revalidate import check_reply
 

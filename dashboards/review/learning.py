@@ -16,8 +16,8 @@ from __future__ import annotations
 from casebase.accumulation import FailureCase
 from casebase.classify import KeywordClassifier
 from casebase.models import Case, CaseOutcome, TaskType
+from casebase.reviewed_failures import ReviewedFailure
 from compliance.review_queue import Outcome, ReviewItem
-from dashboards.review.failures import ReviewedFailure
 from dashboards.review.revalidate import EditCheck
 
 

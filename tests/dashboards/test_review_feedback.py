@@ -9,10 +9,10 @@ from mlflow.entities import AssessmentSourceType
 from mlflow.tracing.client import TracingClient
 
 from casebase.accumulation import FailureCase
+from casebase.reviewed_failures import ReviewedFailure, append_failure, read_failures
 from compliance.review_queue import DecisionStatus, ItemStatus, ReviewQueue
 from dashboards.resources import build_pump, build_service, open_case_base
 from dashboards.review.assessments import HumanAssessmentLogger, LogStatus
-from dashboards.review.failures import ReviewedFailure, append_failure, read_failures
 from dashboards.review.revalidate import check_reply, utterance_context
 from dashboards.settings import DashboardSettings
 from tests.dashboards.conftest import (

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from casebase.reviewed_failures import read_failures
 from compliance.review_queue import EventKind, JudgeVerdictRecord, ReviewQueue
 from dashboards.resources import open_case_base
-from dashboards.review.failures import read_failures
 from dashboards.settings import DashboardSettings
 from tests.dashboards.conftest import DB_BAD_REPLY, DB_GOOD_REPLY, NOW, escalate
 

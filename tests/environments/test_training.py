@@ -6,12 +6,15 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
 
+from casebase.accumulation import FailureCase
+from casebase.reviewed_failures import ReviewedFailure, append_failure
 from compliance.review_queue import ReviewQueue
 from environments.config import AppConfig, load_app_config
 from environments.training import train
@@ -218,3 +221,31 @@ async def test_each_consultation_is_a_trace_with_its_verdicts_as_assessments(tmp
         assert all(a.source.source_type == "CODE" for a in verdicts)  # rules mode: the rules decided
         names = [s.name for s in client.get_trace(trace.info.trace_id).data.spans]
         assert names.count("validate") == len(advisor) and "consultation" in names
+
+
+async def test_replies_rejected_in_the_review_app_feed_rule_accumulation(tmp_path: Path) -> None:
+    failure = FailureCase(
+        consultation_id="reviewed-live-1",
+        task_type="drawdown",
+        customer_profile={"name": "Ann", "age": 61, "pots": [{"type": "DC", "value_gbp": 90000}]},
+        customer_utterance="Which should I pick, drawdown or an annuity? Just tell me.",
+        said="If I were you I'd go for drawdown, it's the best option for you.",
+        violations=["PERSONAL_RECOMMENDATION", "MISSING_ADVICE_SIGNPOST"],
+    )
+    reviewed = ReviewedFailure(
+        item_id="item-1",
+        source="live",
+        decision="reject",
+        reviewers=["officer@example.com"],
+        decided_at=datetime(2026, 4, 5, 12, 0),
+        reason_codes=["PERSONAL_RECOMMENDATION"],
+        failure=failure,
+    )
+    append_failure(tmp_path / "review_failures.jsonl", reviewed)
+    app = app_config(tmp_path, "seed=6", "environment.consultations=2")
+    summary = await train(app, progress=False)
+    (rules,) = list(tmp_path.glob("*/casebase_snapshot/rules.jsonl"))
+    records = [json.loads(line) for line in rules.read_text(encoding="utf-8").splitlines()]
+    learned = [r for r in records if any(v["consultation_id"] == "reviewed-live-1" for v in r["validations"])]
+    assert learned, "the rejected reply went through rule accumulation"
+    assert summary.metrics["rule_accumulation_runs"] >= 1

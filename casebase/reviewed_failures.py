@@ -7,7 +7,8 @@ review app can replay its outcome stream after a crash without feeding a failure
 
 The training loop reads it with `read_failures` and remembers how many lines it has consumed
 (`read_failures(path, start=n)`); lines are only ever appended, so a line number is a stable cursor.
-This module imports nothing but `casebase` and pydantic, so it can move below `environments`.
+It lives in `casebase` so that both the review app (which writes it) and the training loop (which
+reads it) can import it.
 """
 
 from __future__ import annotations
