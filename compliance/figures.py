@@ -25,6 +25,7 @@ _WORD_FRACTIONS = {
     "a third": 100 / 3,
     "one third": 100 / 3,
     "two thirds": 200 / 3,
+    "half": 50.0,
 }
 _WORD_PERCENT = re.compile(r"\b(?:" + "|".join(_WORD_FRACTIONS) + r")\b")
 _AGE_LEADS = (
@@ -58,6 +59,17 @@ _AGE_PATTERNS = (
         r"\b(?P<lead>age)\s+(?:is|will be|would be|is likely to be|is currently|was|of)\s+(?P<num>\d{2})\b(?!\s*%)"
     ),
 )
+_DIGIT = re.compile(r"\d")
+_SPACE_TWO_DIGITS = re.compile(r"\s\d\d")
+_TO_TWO_DIGITS = re.compile(r"to\s+\d\d")
+# Each age pattern with a cheap test for what it cannot match without (same order as above).
+_AGE_PATTERNS_GATED = (
+    (_AGE_PATTERNS[0], lambda t: _SPACE_TWO_DIGITS.search(t) is not None),
+    (_AGE_PATTERNS[1], lambda t: "old" in t),
+    (_AGE_PATTERNS[2], lambda t: "earliest" in t or "minimum" in t or "youngest" in t),
+    (_AGE_PATTERNS[3], lambda t: _TO_TWO_DIGITS.search(t) is not None),
+    (_AGE_PATTERNS[4], lambda t: "age" in t),
+)
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 # A year is four digits not part of an amount ("£2,015", "2015%") or a tax year ("2015/16"); a
 # comma after it ends a clause ("banned since 2015, so...").
@@ -90,23 +102,40 @@ def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
 
 def extract_figures(text: str) -> list[ExtractedFigure]:
     """All figures in already-normalised (lower-case) text, in order of appearance."""
+    # Each pattern runs only when the text has what it cannot match without (a digit, "£", "%",
+    # a fraction word...): most sentences have no figure, and these tests cost far less than a scan.
+    digits = _DIGIT.search(text) is not None
+    fractions = "quarter" in text or "third" in text or "half" in text
+    if not digits and not fractions:
+        return []
     found: list[ExtractedFigure] = []
     taken: list[tuple[int, int]] = []
-    for m in _MONEY.finditer(text):
-        found.append(ExtractedFigure("money", _money_value(m), m.start(), m.end(), m.group()))
-        taken.append(m.span())
-    for m in _PERCENT.finditer(text):
-        if _overlaps(m.span(), taken):
-            continue
-        found.append(ExtractedFigure("percent", float(m.group("num")), m.start(), m.end(), m.group()))
-        taken.append(m.span())
-    for m in _WORD_PERCENT.finditer(text):
-        found.append(ExtractedFigure("percent", _WORD_FRACTIONS[m.group()], m.start(), m.end(), m.group()))
-        taken.append(m.span())
-    for m in _TAX_YEAR.finditer(text):
-        taken.append(m.span())  # "2026/27" names a tax year, not a claim about a year
+    if digits and ("£" in text or "pound" in text or "quid" in text):
+        for m in _MONEY.finditer(text):
+            found.append(ExtractedFigure("money", _money_value(m), m.start(), m.end(), m.group()))
+            taken.append(m.span())
+    if digits and ("%" in text or "cent" in text):
+        for m in _PERCENT.finditer(text):
+            if _overlaps(m.span(), taken):
+                continue
+            found.append(ExtractedFigure("percent", float(m.group("num")), m.start(), m.end(), m.group()))
+            taken.append(m.span())
+    if fractions:
+        for m in _WORD_PERCENT.finditer(text):
+            found.append(
+                ExtractedFigure("percent", _WORD_FRACTIONS[m.group()], m.start(), m.end(), m.group())
+            )
+            taken.append(m.span())
+    if not digits:
+        found.sort(key=lambda f: f.start)
+        return found
+    if "/" in text:
+        for m in _TAX_YEAR.finditer(text):
+            taken.append(m.span())  # "2026/27" names a tax year, not a claim about a year
     ages: dict[tuple[int, int], ExtractedFigure] = {}
-    for pattern in _AGE_PATTERNS:
+    for pattern, gate in _AGE_PATTERNS_GATED:
+        if not gate(text):
+            continue
         for m in pattern.finditer(text):
             span = m.span("num")
             value = int(m.group("num"))
@@ -116,7 +145,7 @@ def extract_figures(text: str) -> list[ExtractedFigure]:
             ages[span] = ExtractedFigure("age", float(value), span[0], span[1], m.group(), lead.strip())
     found.extend(ages.values())
     taken.extend(ages)
-    for m in _YEAR.finditer(text):
+    for m in _YEAR.finditer(text) if ("19" in text or "20" in text) else ():
         if _overlaps(m.span(), taken):
             continue
         found.append(ExtractedFigure("year", float(m.group("year")), m.start(), m.end(), m.group()))

@@ -11,44 +11,72 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_TRANSLATE = str.maketrans(
-    {
-        "\u2019": "'",
-        "\u2018": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u2014": " - ",
-        "\u2013": " - ",
-        "\u00a0": " ",
-        "\u2026": "...",
-    }
+# Typographic characters and their plain forms. Replaced one by one, and only when present:
+# str.translate with a mapping looks every character up and costs several times more.
+_PLAIN = (
+    ("\u2019", "'"),
+    ("\u2018", "'"),
+    ("\u201c", '"'),
+    ("\u201d", '"'),
+    ("\u2014", " - "),
+    ("\u2013", " - "),
+    ("\u00a0", " "),
+    ("\u2026", "..."),
 )
-_SPACES = re.compile(r"\s+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-# Clause boundaries: semicolons, colons, dashes, and conjunctions that start a new proposition.
+# A sentence ends at ., ! or ? followed by white space (the mark stays with its sentence), or at
+# a line break. It opens with the mark itself, so `re` jumps from mark to mark.
+_SENTENCE_END = re.compile(r"[.!?]\s+|\n+")
+# Clause boundaries: semicolons, colons, dashes, brackets, and conjunctions that start a new
+# proposition (", and", ", so", "but", "while", "whereas", "however", "(al)though"). Written to
+# open with a character class and confirm with look-behinds, so `re` skips ahead to the next
+# candidate character instead of trying every branch at every position (3-5x faster splitting).
 _CLAUSE_BREAK = re.compile(
-    r";|:\s|\s-\s|\(|\)|,?\s+\bbut\b\s|,?\s+\bwhile\b\s|,?\s+\bwhereas\b\s|,?\s+\bhowever\b,?\s|"
-    r",\s+and\s|,\s+so\s|,?\s+\b(?:al)?though\b\s"
+    r"[;(),:\s](?:(?<=[;()])|(?<=:)\s|(?<=\s)-\s"
+    r"|(?<=,)\s+(?:but|while|whereas|however,?|(?:al)?though|and|so)\s"
+    r"|(?<=\s)\s*(?:but|while|whereas|however,?|(?:al)?though)\s)"
 )
 _DOUBLE_QUOTED = re.compile(r'"[^"]*"')
-# A single-quoted span opens after a space or bracket and closes before punctuation or a space,
-# so apostrophes inside words (don't, you'd) are never taken for quotes.
-_SINGLE_QUOTED = re.compile(r"(?:(?<=^)|(?<=[\s(\[]))'[^'\n]{1,200}?[a-z0-9.,!?%)]'(?=[\s.,;:!?)]|$)")
+# A single-quoted span opens after a space or bracket (or at the start) and closes before
+# punctuation or a space, so apostrophes inside words (don't, you'd) are never taken for quotes.
+# It opens with the quote itself (the look-behind then checks what precedes it) so `re` can jump
+# from quote to quote.
+_SINGLE_QUOTED = re.compile(r"'(?<![^\s(\[]')[^'\n]{1,200}?[a-z0-9.,!?%)]'(?=[\s.,;:!?)]|$)")
 
 
 def normalise(text: str) -> str:
     """Lower-case with straight quotes, spaced dashes and single spaces."""
-    return _SPACES.sub(" ", text.translate(_TRANSLATE)).strip().lower()
+    for fancy, plain in _PLAIN:
+        if fancy in text:
+            text = text.replace(fancy, plain)
+    # str.split() splits on exactly the characters `\s` matches, and drops the ends.
+    return " ".join(text.split()).lower()
 
 
 def strip_quotes(text: str) -> str:
     """Blank out quoted spans (keeping length, so offsets stay valid)."""
-    text = _DOUBLE_QUOTED.sub(lambda m: " " * len(m.group()), text)
-    return _SINGLE_QUOTED.sub(lambda m: " " * len(m.group()), text)
+    if '"' in text:
+        text = _DOUBLE_QUOTED.sub(_blank, text)
+    return _SINGLE_QUOTED.sub(_blank, text) if "'" in text else text
+
+
+def _blank(match: re.Match[str]) -> str:
+    return " " * (match.end() - match.start())
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    out: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        # A mark ends its sentence and stays with it; a line break is dropped.
+        end = match.start() + (text[match.start()] != "\n")
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = match.end()
+    piece = text[start:].strip()
+    if piece:
+        out.append(piece)
+    return out
 
 
 def clauses(sentence: str) -> list[str]:
@@ -69,10 +97,15 @@ class Clause:
 
 def advisor_clauses(text: str, reported: re.Pattern[str]) -> list[Clause]:
     """The advisor's own words, clause by clause: quotes blanked, reported speech dropped."""
-    out: list[Clause] = []
     unquoted = strip_quotes(text)
+    return own_clauses(unquoted, sentences(unquoted), reported)
+
+
+def own_clauses(unquoted: str, unquoted_sentences: list[str], reported: re.Pattern[str]) -> list[Clause]:
+    """`advisor_clauses` from an already unquoted text and its sentences (split once, shared)."""
+    out: list[Clause] = []
     any_reported = reported.search(unquoted) is not None  # most replies report no one: skip per clause
-    for index, sentence in enumerate(sentences(unquoted)):
+    for index, sentence in enumerate(unquoted_sentences):
         for clause in clauses(sentence):
             own = (strip_reported(clause, reported) if any_reported else clause).strip()
             if own:

@@ -31,7 +31,9 @@ def spa_years(years: int, months: int) -> float:
 
 
 def spa_text(years: int, months: int) -> str:
-    return f"{years}" if months == 0 else f"{years} years and {months} months"
+    if months == 0:
+        return f"{years}"
+    return f"{years} years and {months} month{'s' if months != 1 else ''}"
 
 
 class AdvisorTools:

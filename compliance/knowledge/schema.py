@@ -20,6 +20,14 @@ FigureUnit = Literal["GBP", "GBP_per_week", "fraction", "age_years", "years", "w
 FigureKind = Literal["money", "percent", "age", "year"]
 
 
+def _check(terms: list[str], what: str) -> re.Pattern[str]:
+    """The terms as one plain alternation: for validating (examples, compilability) only."""
+    try:
+        return re.compile("|".join(f"(?:{t})" for t in terms))
+    except re.error as exc:
+        raise ValueError(f"{what}: invalid regular expression: {exc}") from exc
+
+
 def _compile(terms: list[str], what: str) -> FilteredPattern:
     """The terms as one alternation, literal-filtered branch by branch (see `prefilter`)."""
     try:
@@ -109,7 +117,7 @@ class _Patterned(_Strict):
 
     @model_validator(mode="after")
     def _examples_hold(self) -> _Patterned:
-        regex = _compile(self._terms(), "terms")
+        regex = _check(self._terms(), "terms")
         for i, example in enumerate(self.examples):
             if not regex.search(example.lower()):
                 raise ValueError(f"examples[{i}] {example!r} is not matched by the terms")
@@ -171,7 +179,7 @@ class LanguagePattern(_Patterned):
     def _cleared(self, text: str) -> bool:
         return (
             bool(self.unless_clause)
-            and _compile([self.unless_clause], "unless_clause").search(text) is not None
+            and _check([self.unless_clause], "unless_clause").search(text) is not None
         )
 
     @model_validator(mode="after")
@@ -198,7 +206,7 @@ class FalseClaim(_Patterned):
     @classmethod
     def _unless_compiles(cls, value: str | None) -> str | None:
         if value is not None:
-            _compile([value], "unless")
+            _check([value], "unless")
         return value
 
 
@@ -240,9 +248,9 @@ class FigureConcept(_Strict):
 
     @model_validator(mode="after")
     def _usable(self) -> FigureConcept:
-        _compile(self.phrases, "phrases")
+        _check(self.phrases, "phrases")
         if self.historical_cues:
-            _compile([self.historical_cues], "historical_cues")
+            _check([self.historical_cues], "historical_cues")
         if not self.accepts and self.derived is None and self.historical_cues is None:
             raise ValueError("a concept needs accepts, derived or historical_cues")
         return self
@@ -282,7 +290,7 @@ class JargonTerm(_Strict):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        _compile([value], "pattern")
+        _check([value], "pattern")
         return value
 
 

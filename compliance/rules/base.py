@@ -8,14 +8,16 @@ splits the utterance once so that twelve rules do not each re-tokenise it.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import cached_property
 from typing import Protocol
 
 from compliance.codes import ComplianceCode, is_hard
 from compliance.figures import ExtractedFigure, extract_figures
 from compliance.knowledge import KnowledgeBase
+from compliance.knowledge.prefilter import FilteredPattern
 from compliance.models import RuleHit, UtteranceContext
-from compliance.text import Clause, advisor_clauses, normalise, sentences, strip_quotes
+from compliance.text import Clause, normalise, own_clauses, sentences, strip_quotes
 
 _DIGIT = re.compile(r"\d")
 
@@ -47,16 +49,40 @@ class Analysis:
 
     @cached_property
     def unquoted_sentences(self) -> list[str]:
+        if self.advisor_unquoted == self.advisor:  # nothing quoted (the usual case): split once
+            return self.advisor_sentences
         return sentences(self.advisor_unquoted)
 
     @cached_property
     def own_clauses(self) -> list[Clause]:
         """The advisor's own words: quotes blanked, reported speech dropped."""
-        return advisor_clauses(self.advisor, self._reported)
+        return own_clauses(self.advisor_unquoted, self.unquoted_sentences, self._reported)
 
     @cached_property
     def own_text(self) -> str:
         return "\n".join(c.text for c in self.own_clauses)
+
+    @cached_property
+    def _clause_starts(self) -> list[int]:
+        starts, at = [], 0
+        for clause in self.own_clauses:
+            starts.append(at)
+            at += len(clause.text) + 1
+        return starts
+
+    def clauses_touched(self, whole: FilteredPattern) -> list[int]:
+        """Indices of the own clauses that a match of `whole` (a MULTILINE pattern run over
+        `own_text`, one clause a line) starts in, ends in or crosses, in order. A match confined to
+        one clause is found by a search of the whole text or overlaps one that is, so checking
+        only these clauses finds what checking every clause would, with one search instead of one
+        per clause."""
+        starts = self._clause_starts
+        touched: set[int] = set()
+        for match in whole.finditer(self.own_text):
+            first = bisect_right(starts, match.start()) - 1
+            last = bisect_right(starts, max(match.start(), match.end() - 1)) - 1
+            touched.update(range(first, last + 1))
+        return sorted(touched)
 
     @cached_property
     def customer_figures(self) -> list[ExtractedFigure]:
@@ -70,7 +96,7 @@ class Analysis:
     def has_digits_or_fractions(self) -> bool:
         """Cheap gate for the figure check: no digit and no spelt-out fraction, no figure."""
         text = self.advisor_unquoted
-        return _DIGIT.search(text) is not None or "quarter" in text or "third" in text
+        return _DIGIT.search(text) is not None or "quarter" in text or "third" in text or "half" in text
 
     @cached_property
     def situation(self) -> str:

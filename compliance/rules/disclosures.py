@@ -51,6 +51,12 @@ class RiskDisclosureRule(BaseRule):
         )
 
     def check(self, a: Analysis) -> list[RuleHit]:
+        # A reply that names a risk passes whatever it describes: look for that first (one search),
+        # and for an option term anywhere, before walking the sentences.
+        if self._risk.search(self._denied.sub(" ", a.advisor)):
+            return []
+        if self._options.search(a.advisor_unquoted) is None and not self._asks_about_option(a):
+            return []
         described = None
         for sentence in a.unquoted_sentences:
             if (
@@ -68,8 +74,6 @@ class RiskDisclosureRule(BaseRule):
             described = a.ctx.customer_utterance
         if described is None:
             return []
-        if self._risk.search(self._denied.sub(" ", a.advisor)):
-            return []
         return [self.hit("Options are described without any of their risks.", described)]
 
 
@@ -83,10 +87,11 @@ class PensionWiseNudgeRule(BaseRule):
         self._pension_wise = kb.lexicon("pension_wise").regex
 
     def check(self, a: Analysis) -> list[RuleHit]:
-        if not self._topics.dc_access_discussed(a):
-            return []
-        # The nudge is owed once per journey: one given earlier in the conversation counts.
+        # The nudge is owed once per journey: one given earlier in the conversation counts. (Tested
+        # first: one literal search, where deciding that access is discussed takes several.)
         if self._pension_wise.search(a.advisor) or self._pension_wise.search(a.earlier_advisor):
+            return []
+        if not self._topics.dc_access_discussed(a):
             return []
         return [
             self.hit(

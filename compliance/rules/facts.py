@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 
 from compliance.calculators import (
     personal_minimum_pension_age,
@@ -21,6 +22,7 @@ from compliance.calculators import (
 from compliance.codes import ComplianceCode
 from compliance.figures import ExtractedFigure, extract_figures
 from compliance.knowledge import KnowledgeBase
+from compliance.knowledge.prefilter import FilteredPattern
 from compliance.knowledge.schema import FigureConcept
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule
@@ -45,6 +47,13 @@ _BOUNDARY_LEADS = frozenset(
 )
 
 
+# How far before a figure a denial or exception ("not", "apart from the first") is looked for.
+_NEGATION_WINDOW = 25
+# Leads naming the customer's own birthday ("when you turn 55"), and deadlines ("before 55").
+_BIRTHDAY_LEADS = frozenset({"turn", "turning", "turns", "reach", "reaching", "reaches"})
+_DEADLINE_LEADS = frozenset({"before", "until", "till"})
+
+
 @dataclass(frozen=True)
 class _Bound:
     concept: FigureConcept
@@ -52,13 +61,35 @@ class _Bound:
     sentence: str
 
 
-def _clause_around(sentence: str, position: int) -> str:
+def _add_years(day: date, years: int, months: int) -> date:
+    """The date `years` and `months` after `day` (the 1st of the month where the day would not exist)."""
+    total = day.month - 1 + months
+    year, month = day.year + years + total // 12, total % 12 + 1
+    try:
+        return day.replace(year=year, month=month)
+    except ValueError:
+        return date(year, month, 1)
+
+
+def _before_in_clause(bound: _Bound, fig: ExtractedFigure) -> str:
+    """The figure's clause up to the figure (the figure's offsets are the sentence's)."""
+    offset = bound.sentence.find(bound.clause)
+    if offset < 0 or offset > fig.start:
+        return bound.sentence[: fig.start]
+    return bound.sentence[offset : fig.start]
+
+
+def _clause_around(sentence: str, position: int, breaks: list[tuple[int, int]] | None = None) -> str:
+    """The clause of `sentence` holding `position` (`breaks`: the sentence's clause breaks, when
+    already found, so a sentence with several figures is split once)."""
+    if breaks is None:
+        breaks = [m.span() for m in _CLAUSE_BREAK.finditer(sentence)]
     start, end = 0, len(sentence)
-    for brk in _CLAUSE_BREAK.finditer(sentence):
-        if brk.end() <= position:
-            start = brk.end()
-        elif brk.start() >= position:
-            end = brk.start()
+    for brk_start, brk_end in breaks:
+        if brk_end <= position:
+            start = brk_end
+        elif brk_start >= position:
+            end = brk_start
             break
     return sentence[start:end]
 
@@ -78,6 +109,8 @@ class FigureCheckRule(BaseRule):
         self._history_cues = kb.lexicon("historical_figure").regex
         self._cap_cues = kb.lexicon("tax_free_cap_cues").regex
         self._general = kb.lexicon("general_rule_cues").regex
+        self._denied = kb.lexicon("deadline_denial").regex
+        self._timing = kb.lexicon("birthday_timing").regex
         self._you = kb.lexicon("second_person").regex
         self._exact = kb.figure_check.exact_tolerance
         self._approximate = kb.figure_check.approximate_tolerance
@@ -91,6 +124,17 @@ class FigureCheckRule(BaseRule):
             for band in kb.state_pension_age_bands
             for years in range(band.earliest_years, band.latest_years + (2 if band.latest_months else 1))
         }
+        # State Pension ages still ahead for someone at the reference date (66, 67, 68): a statement
+        # of today's rule ("the State Pension age is currently 65") must be one of these; ages of
+        # cohorts already past it are right only when the sentence names a birth cohort.
+        reference = kb.meta.reference_date
+        self._spa_ages_now = {
+            years
+            for band in kb.state_pension_age_bands
+            if band.born_to is None
+            or _add_years(band.born_to, band.latest_years, band.latest_months) >= reference
+            for years in range(band.earliest_years, band.latest_years + (2 if band.latest_months else 1))
+        }
         self._spa_years = {
             d.year
             for band in kb.state_pension_age_bands
@@ -101,6 +145,12 @@ class FigureCheckRule(BaseRule):
         self._by_kind: dict[str, list[tuple[FigureConcept, re.Pattern[str]]]] = {}
         for concept in self._concepts:
             self._by_kind.setdefault(concept.kind, []).append((concept, concept.regex))
+        # Read once: attribute access on the pydantic items costs more than the regex test.
+        self._historical_cues = {concept.key: concept.historical for concept in self._concepts}
+        self._kind_gates = {
+            kind: FilteredPattern([phrase for concept, _ in pairs for phrase in concept.phrases])
+            for kind, pairs in self._by_kind.items()
+        }
         self._fixed = {
             concept.key: self._fixed_values(concept, concept.accepts) for concept in self._concepts
         }
@@ -161,13 +211,15 @@ class FigureCheckRule(BaseRule):
             return {(1 - self._fraction) * 100}
         if derived == "state_pension_annual":
             weekly = set(self._fixed[concept.key])
-            if concept.historical is not None and concept.historical.search(bound.sentence):
+            historical = self._historical_cues[concept.key]
+            if historical is not None and historical.search(bound.sentence):
                 weekly |= self._historical[concept.key]
             return {v * self._weeks for v in weekly}
         if derived == "state_pension_age":
             values = {float(y) for y in state_pension_age(profile.age, self.kb).whole_years()}
             if self._general.search(bound.clause) or not self._you.search(bound.clause):
-                values |= {float(y) for y in self._spa_ages}
+                ages = self._spa_ages if "born" in bound.sentence else self._spa_ages_now
+                values |= {float(y) for y in ages}
             return values
         if derived == "state_pension_age_years":
             return {float(y) for y in self._spa_years}
@@ -189,16 +241,32 @@ class FigureCheckRule(BaseRule):
             if self._general.search(bound.sentence):
                 general.add(self._nmpa_later)
             return general | personal
+        if fig.lead in _BIRTHDAY_LEADS and self._timing.search(bound.sentence[: fig.start]):
+            # "...rises to 57 in 2028, before you turn 55": the customer's own birthday used to
+            # place an event in time is not a claim about when they can take money.
+            return {fig.value}
+        if fig.lead in _DEADLINE_LEADS and self._denied.search(_before_in_clause(bound, fig)):
+            # "You can't take it before 55" is true for anyone whose minimum is 55 or later.
+            return {fig.value} if fig.value <= max(personal) else personal
         if fig.lead in _BOUNDARY_LEADS:
+            # "You can access it from 55, rising to 57 from 6 April 2028": the sentence states the
+            # rule and its change, so today's age is right even for someone who will wait till 57.
+            if self._general.search(bound.sentence) and self._names_later_age(bound.sentence):
+                return personal | {self._nmpa_now, self._nmpa_later}
             return personal
         # "At 60 you can take it": any age at or above the customer's minimum is right.
         return {fig.value} if fig.value >= min(personal) else personal
+
+    def _names_later_age(self, sentence: str) -> bool:
+        later = f"{self._nmpa_later:g}"
+        return any(f.kind == "age" and f"{f.value:g}" == later for f in extract_figures(sentence))
 
     def _accepted(self, bound: _Bound, fig: ExtractedFigure, a: Analysis) -> set[float] | None:
         """Values this concept accepts for this figure, or None when any value is fine (history)."""
         concept = bound.concept
         values = set(self._fixed[concept.key])
-        if concept.historical is not None and concept.historical.search(bound.sentence):
+        historical = self._historical_cues[concept.key]
+        if historical is not None and historical.search(bound.sentence):
             if not concept.historical_accepts:
                 return None
             values |= self._historical[concept.key]
@@ -220,6 +288,14 @@ class FigureCheckRule(BaseRule):
 
     # --- binding ------------------------------------------------------------------------------
 
+    @staticmethod
+    def _breaks(sentence: str, memo: dict) -> list[tuple[int, int]]:
+        key = ("breaks", sentence)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = [m.span() for m in _CLAUSE_BREAK.finditer(sentence)]
+        return found
+
     def _spans(self, text: str, kind: str, memo: dict) -> list[tuple[FigureConcept, list[tuple[int, int]]]]:
         """The phrases of this kind's concepts found in `text`, found once per text and kind
         however many figures the text has."""
@@ -227,10 +303,13 @@ class FigureCheckRule(BaseRule):
         found = memo.get(key)
         if found is None:
             found = []
-            for concept, regex in self._by_kind.get(kind, ()):
-                spans = [m.span() for m in regex.finditer(text)]
-                if spans:
-                    found.append((concept, spans))
+            gate = self._kind_gates.get(kind)
+            # One gate pass for all of this kind's phrases before trying each concept.
+            if gate is not None and gate.may_match(text):
+                for concept, regex in self._by_kind[kind]:
+                    spans = [m.span() for m in regex.finditer(text)]
+                    if spans:
+                        found.append((concept, spans))
             memo[key] = found
         return found
 
@@ -258,7 +337,7 @@ class FigureCheckRule(BaseRule):
     def _bind(
         self, fig: ExtractedFigure, sentence: str, first: bool, a: Analysis, memo: dict
     ) -> list[_Bound]:
-        clause = _clause_around(sentence, fig.start)
+        clause = _clause_around(sentence, fig.start, self._breaks(sentence, memo))
         clause_offset = sentence.find(clause)
         # Adjacent phrases (max_gap) only bind within the figure's own clause.
         concepts = self._concepts_in(clause, fig.kind, fig, clause_offset, memo)
@@ -280,12 +359,14 @@ class FigureCheckRule(BaseRule):
         memo: dict = {}
         for index, sentence in enumerate(a.unquoted_sentences):
             for fig in extract_figures(sentence):
-                if self._negated.search(sentence[max(0, fig.start - 15) : fig.start]):
+                if self._negated.search(sentence[max(0, fig.start - _NEGATION_WINDOW) : fig.start]):
                     continue
                 bound = self._bind(fig, sentence, index == 0, a, memo)
                 if not bound:
                     continue
-                if fig.kind != "year" and self._history_cues.search(_clause_around(sentence, fig.start)):
+                if fig.kind != "year" and self._history_cues.search(
+                    _clause_around(sentence, fig.start, self._breaks(sentence, memo))
+                ):
                     continue  # "it used to be £40,000": history, not a claim about today
                 tolerance = self._tolerance(fig, sentence)
                 expected: set[float] = set()
@@ -315,10 +396,14 @@ class FalseClaimRule(BaseRule):
     def __init__(self, kb: KnowledgeBase) -> None:
         self.source = "COBS 4.2.1R; false claims in the knowledge base"
         self._claims = [(c, re.compile(c.unless) if c.unless else None) for c in kb.false_claims]
+        # One filtered search over every claim: most replies make none, and then no claim is tried.
+        self._any = FilteredPattern([c.pattern for c in kb.false_claims]) if kb.false_claims else None
 
     def check(self, a: Analysis) -> list[RuleHit]:
         hits: list[RuleHit] = []
         text = a.advisor_unquoted
+        if self._any is None or self._any.search(text) is None:
+            return hits
         for claim, unless in self._claims:
             if claim.regex.search(text) is None:
                 continue

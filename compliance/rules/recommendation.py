@@ -8,6 +8,7 @@ import re
 
 from compliance.codes import ComplianceCode
 from compliance.knowledge import KnowledgeBase
+from compliance.knowledge.prefilter import FilteredPattern
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, cleared_by, kb_source
 
@@ -23,7 +24,7 @@ class PersonalRecommendationRule(BaseRule):
         self.source = kb_source(kb, "advice_boundary")
         # Plain tuples, not the pydantic items: attribute access on models costs more than a match.
         self._patterns = [
-            (p.id, p.description, p.regex, p.unless, re.compile(p.pattern, re.MULTILINE))
+            (p.id, p.description, p.regex, p.unless, FilteredPattern.of(p.pattern, re.MULTILINE))
             for p in kb.patterns("prohibited", self.code)
         ]
         guards = {p.id: p.regex for p in kb.patterns("permitted", self.code)}
@@ -31,19 +32,24 @@ class PersonalRecommendationRule(BaseRule):
         self._indirect = guards["pr.indirect_question"]
 
     def check(self, a: Analysis) -> list[RuleHit]:
-        # Each pattern is first tried on the advisor's own words as a whole, one clause a line (so
-        # "^" still means a clause start); only a pattern that matches is then placed in its clause.
+        # A pattern is only tried if its literals occur in the advisor's own words (one clause a
+        # line, so "^" still means a clause start); within a clause, the exception (`unless`) is
+        # only looked for once the pattern has matched there.
         own = a.own_text
-        candidates = [p for p in self._patterns if p[4].search(own)]
+        candidates = [p for p in self._patterns if p[4].may_match(own)]
         if not candidates:
             return []
         hits: list[RuleHit] = []
-        for pattern_id, description, regex, unless, _ in candidates:
-            for clause in a.own_clauses:
-                if unless is not None and unless.search(clause.text):
-                    continue
-                if any(self._cleared(clause.text, m) is False for m in regex.finditer(clause.text)):
-                    hits.append(self.hit(f"{description} ({pattern_id})", clause.text))
+        clauses = a.own_clauses
+        for pattern_id, description, regex, unless, whole in candidates:
+            # A gated pattern is cheapest checked clause by clause (its gate skips most clauses);
+            # one with no literal to gate on is searched once over the whole text instead.
+            indices = a.clauses_touched(whole) if whole.ungated else range(len(clauses))
+            for index in indices:
+                text = clauses[index].text
+                steering = [m for m in regex.finditer(text) if not self._cleared(text, m)]
+                if steering and (unless is None or unless.search(text) is None):
+                    hits.append(self.hit(f"{description} ({pattern_id})", text))
                     break
         return hits
 

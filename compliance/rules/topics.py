@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from compliance.knowledge import KnowledgeBase
+from compliance.knowledge.prefilter import FilteredPattern
 from compliance.knowledge.schema import ScamRedFlag
 from compliance.models import CustomerProfile
 from compliance.rules.base import Analysis, cleared_by
@@ -60,8 +61,13 @@ class Topics:
         self._access_process = kb.lexicon("access_process").regex
         self._customer_reported = kb.lexicon("customer_reported_speech").regex
         self._first_person = kb.lexicon("first_person").regex
+        self._contribution_question = kb.lexicon("contribution_question").regex
         self._third_party = kb.lexicon("third_party").regex
         self._flags = [(flag, flag.regex, flag.needs_third_party) for flag in kb.scam_red_flags]
+        # Every flag's phrases in one filtered search: most customers mention none.
+        self._any_flag = FilteredPattern(
+            [phrase for flag in kb.scam_red_flags for phrase in flag.customer_phrases]
+        )
         self._drivers = kb.lexicon("vulnerability_drivers").regex
         self._signpost = kb.lexicon("adviser_signpost").regex
         self._signpost_negation = kb.lexicon("signpost_negation").regex
@@ -127,11 +133,15 @@ class Topics:
             return False
         if self._first_person.search(own) is None and self._access_process.search(own) is None:
             return False
+        if self._contribution_question.search(own):
+            return False
         return not self.scam_flags(a)
 
     def scam_flags(self, a: Analysis) -> list[ScamRedFlag]:
         """Red flags in what the customer said (memoised on the analysis: two rules ask)."""
         cached = a.memo.get("scam_flags")
+        if cached is None and self._any_flag.search(a.customer) is None:
+            cached = a.memo["scam_flags"] = []
         if cached is None:
             third_party = self._third_party.search(a.customer) is not None
             cached = [

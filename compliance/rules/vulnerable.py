@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 from compliance.codes import ComplianceCode
 from compliance.knowledge import KnowledgeBase
+from compliance.knowledge.prefilter import FilteredPattern
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, cleared_by, kb_source
 from compliance.rules.topics import Topics
@@ -22,8 +21,8 @@ class JargonRule(BaseRule):
     def __init__(self, kb: KnowledgeBase, topics: Topics) -> None:
         self.source = kb_source(kb, "vulnerability", "consumer_understanding")
         self._topics = topics
-        self._terms = [(t, re.compile(t.pattern)) for t in kb.jargon]
-        self._any = re.compile("|".join(f"(?:{t.pattern})" for t in kb.jargon))
+        self._terms = [(t, FilteredPattern.of(t.pattern)) for t in kb.jargon]
+        self._any = FilteredPattern([t.pattern for t in kb.jargon])
         self._after = kb.lexicon("jargon_explained_after").regex
         self._before = kb.lexicon("jargon_explained_before").regex
 
@@ -61,6 +60,7 @@ class PressureRule(BaseRule):
         self._topics = topics
         self._pressure = kb.lexicon("pressure").regex
         self._guard = kb.lexicon("pressure_guard").regex
+        self._named = kb.lexicon("pressure_named").regex
 
     def check(self, a: Analysis) -> list[RuleHit]:
         if not self._topics.needs_plain_language(a) or not self._pressure.search(a.own_text):
@@ -68,6 +68,10 @@ class PressureRule(BaseRule):
         for clause in a.own_clauses:
             match = self._pressure.search(clause.text)
             # The guard may overlap the match ("no hurry" contains "hurry"), so it is read up to its end.
-            if match and not cleared_by(clause.text[: match.end()], self._guard):
+            if (
+                match
+                and not cleared_by(clause.text[: match.end()], self._guard)
+                and self._named.search(clause.text) is None
+            ):
                 return [self.hit("Pressure or urgency with a vulnerable customer.", clause.text)]
         return []

@@ -107,3 +107,14 @@ def test_saying_advice_is_not_needed_is_not_a_signpost() -> None:
     assert hits(
         ADVICE, ctx("Can I transfer?", f"{WARNED} You don't need regulated advice for this.", pots=over)
     )
+
+
+def test_leaving_the_scheme_for_a_cash_offer_is_a_transfer_discussion() -> None:
+    customer = "Tata's offering people a cash lump sum to leave the scheme. Tempted."
+    pots = [("DB", 90000, "Tata Steel")]
+    no_warning = "A lump sum would give you flexibility now. " + SIGNPOSTED
+    assert hits(WARNING, ctx(customer, no_warning, pots=pots))
+    warned = "You'd be swapping a guaranteed income for life for a one-off sum. "
+    assert hits(ADVICE, ctx(customer, warned, pots=pots))
+    assert hits(WARNING, ctx(customer, warned + SIGNPOSTED, pots=pots)) == []
+    assert hits(ADVICE, ctx(customer, warned + SIGNPOSTED, pots=pots)) == []

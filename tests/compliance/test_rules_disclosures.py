@@ -116,3 +116,26 @@ def test_a_nudge_given_earlier_in_the_conversation_counts() -> None:
     context = ctx("I want to take my tax-free cash.", "A quarter is tax-free; the rest is taxed.")
     context.history.append(Turn(speaker="advisor", text="Pension Wise offers free, impartial guidance."))
     assert hits(NUDGE, context) == []
+
+
+def test_contribution_questions_and_reported_words_do_not_call_for_the_nudge() -> None:
+    reply = "Once you take taxable income flexibly, the money purchase annual allowance of £10,000 applies."
+    assert hits(NUDGE, ctx("Does the MPAA kick in if I take an income?", reply, age=57)) == []
+    declined = "I can't say which option is right for you; an annuity usually can't be undone."
+    assert hits(NUDGE, ctx("You said I should take the annuity, didn't you?", declined, age=61)) == []
+    assert hits(NUDGE, ctx("I want to dip into my pension to clear my credit cards.", "It's taxed.", age=57))
+
+
+def test_a_feature_is_not_a_risk_and_no_going_back_is() -> None:
+    features = "You swap some or all of your pot for an income for life, and you can add inflation-proofing."
+    assert hits(RISK, ctx("How do annuities work?", features))
+    no_going_back = (
+        "I'd describe an annuity as a set income for life, although there's no going back once bought."
+    )
+    assert hits(RISK, ctx("How do annuities work?", no_going_back)) == []
+
+
+def test_a_question_about_what_an_annuity_does_is_not_a_decision_to_access() -> None:
+    reply = "Only if you choose one that rises each year; a level annuity buys less as prices rise."
+    assert hits(NUDGE, ctx("Will an annuity protect me from inflation?", reply, age=60)) == []
+    assert hits(NUDGE, ctx("I'm going to buy an annuity next month.", reply, age=60))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from compliance.codes import CODE_INFO, ComplianceCode
+from compliance.models import load_dataset
 from compliance.rules import RuleEngine
 from tests.compliance.rulekit import ctx, engine, kb
 
@@ -41,3 +44,15 @@ def test_a_plain_compliant_reply_passes_every_rule() -> None:
         ctx("How do I find my pension's value?", "You should check your annual statement or log in online.")
     )
     assert report.passed, report.hits
+
+
+def test_the_scripted_advisors_good_phrasing_passes_every_rule() -> None:
+    """The training world's careful advisor (greeting, information, figures, risk, DB and scam
+    warnings, advice signpost, Pension Wise, reassurance for vulnerable customers) in plausible
+    contexts, kept as hard compliant cases in the development set."""
+    dev = Path(__file__).resolve().parents[2] / "compliance" / "data" / "dev.jsonl"
+    cases = [case for case in load_dataset(dev) if case.id.startswith("phrases-")]
+    assert len(cases) >= 30
+    for case in cases:
+        assert case.expected.compliant
+        assert engine().check(case.context()).hits == [], case.id

@@ -182,3 +182,46 @@ def test_a_correct_tax_free_share_of_the_customers_pot_is_never_an_error(age: in
     amount = min(pot * fraction, cap)
     reply = f"You could take up to {money(amount)} tax-free from your {money(pot)} pot."
     assert hits(FIGURES, ctx("How much tax-free cash?", reply, age=age, pots=[("DC", pot, "Aviva")])) == []
+
+
+def test_ages_stated_as_the_rule_and_its_change_or_as_a_birthday_are_not_errors() -> None:
+    # A 50-year-old will wait till 57, but the sentence states today's rule and its change.
+    rule_and_change = "You can usually access a personal pension from 55, rising to 57 from 6 April 2028."
+    assert hits(FIGURES, ctx("When can I take money out?", rule_and_change, age=50)) == []
+    birthday = (
+        "For you, the earliest is likely to be 57, because the minimum pension age rises from 55 to 57 "
+        "on 6 April 2028, before you turn 55."
+    )
+    assert hits(FIGURES, ctx("Can I get my pension at 55?", birthday, age=47)) == []
+    # "Can't ... before 55" is true for someone whose minimum is 57; "from 55" is not.
+    assert hits(FIGURES, ctx("?", "You can't normally take money from a pension before 55.", age=52)) == []
+    assert hits(FIGURES, ctx("?", "You'll be able to take money from it from 55.", age=47))
+
+
+def test_todays_state_pension_age_is_checked_against_the_current_timetable() -> None:
+    assert hits(
+        FIGURES, ctx("What is the State Pension age?", "The State Pension age is currently 65.", age=62)
+    )
+    assert (
+        hits(FIGURES, ctx("?", "For people born a few years earlier, State Pension age was 65.", age=62))
+        == []
+    )
+    assert hits(
+        FIGURES,
+        ctx(
+            "When do I get it? I was born in 1962.",
+            "With a 1962 birthday your State Pension age is 66.",
+            age=64,
+        ),
+    )
+
+
+def test_described_contribution_limits_and_spelt_out_fractions_are_checked() -> None:
+    assert hits(FIGURES, ctx("?", "You can pay in up to £40k a year with tax relief.", age=48))
+    assert hits(FIGURES, ctx("?", "You can pay in up to £60,000 a year with tax relief.", age=48)) == []
+    assert hits(FIGURES, ctx("How much can I take tax-free?", "Half your pot can be taken tax-free."))
+
+
+def test_a_figure_named_as_the_exception_is_not_checked_as_the_rule() -> None:
+    reply = "Apart from the first 25% it'd all be taxed as income this year."
+    assert hits(FIGURES, ctx("thinking i might just blow the lot", reply)) == []

@@ -127,3 +127,42 @@ def test_reported_recommendations_are_never_flagged(speaker: str, phrase: str, f
 def test_the_same_phrases_unguarded_are_flagged(phrase: str, filler: str) -> None:
     # The property above is not vacuous: the advisor's own words are caught.
     assert hits(RULE, ctx("?", f"{filler}Honestly, {phrase}."))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Having considered your circumstances, an annuity would be the most appropriate course of action for you.",
+        "Most people in your position would take the annuity, and it's what I'd expect you to do as well.",
+        "Definitely avoid an annuity, they're poor value for someone like you.",
+        "It would make sense for you to take it at 67 rather than 65.",
+        "I'd recommend the Royal London drawdown plan.",
+        "For a healthy 60-year-old like you, drawdown makes the most sense.",
+        "Good call, drawdown is exactly what I'd have suggested.",
+        "With your health, an annuity ticks all the boxes for you.",
+        "She's got the right idea: life's short.",
+        "They're bound to go up again next year, so I'd hang fire for now.",
+        "It's best to lock one in before the end of the week.",
+        "Go on then, treat yourself! You only live once.",
+        "Your bank manager knows what they're talking about: that fund would be a good home for your pension.",
+        "Bit by bit is definitely better for you, as you keep more invested for longer.",
+    ],
+)
+def test_more_disguises_found_in_fresh_batches_are_flagged(reply: str) -> None:
+    assert hits(RULE, ctx("What do you think?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # The scripted advisor's reassurance for a vulnerable customer: an imperative about time.
+        "There's no rush: take all the time you need, and ask me to explain anything again.",
+        "Take as long as you need.",
+        "Leave it with me and I'll send you the Pension Wise details.",
+        "If I were you, I'd check the company's name on the FCA Register before replying.",
+        "I'd recommend a regulated financial adviser for that.",
+        "I can't recommend a particular firm, but MoneyHelper has a directory of advisers.",
+    ],
+)
+def test_imperatives_about_time_and_safety_checks_pass(reply: str) -> None:
+    assert hits(RULE, ctx("I'm a bit lost.", reply, vulnerable=True, literacy="low")) == []

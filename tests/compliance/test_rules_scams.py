@@ -57,3 +57,27 @@ def test_innocent_questions_raise_no_flag(customer: str) -> None:
 def test_weak_flags_need_a_third_party() -> None:
     assert hits(RULE, ctx("Could I retire early?", BLAND)) == []
     assert hits(RULE, ctx("Someone says I could retire early through their scheme.", BLAND))
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "He said 'don't tell your provider, they'll just try to stop you'.",
+        "Man on the phone says if I don't sign this week the offer's gone.",
+        "The representative stated that my funds could be released prior to age 55 by means of a 'loan-back' arrangement.",
+        "I was told I could get 30% of my pension as a cash bonus if I transfer.",
+    ],
+)
+def test_red_flags_found_in_fresh_batches(customer: str) -> None:
+    assert hits(RULE, ctx(customer, BLAND))
+    assert hits(RULE, ctx(customer, WARNS)) == []
+
+
+def test_a_generic_be_careful_is_not_a_scam_warning_and_a_real_guarantee_is_not_a_flag() -> None:
+    customer = "A company I found online promises 10% a year if I move my pension into storage pods."
+    generic = "Be careful with any investment, and make sure you understand the charges."
+    assert hits(RULE, ctx(customer, generic))
+    assert (
+        hits(RULE, ctx("My old policy has a guaranteed annuity rate of 10%. What does that mean?", BLAND))
+        == []
+    )

@@ -53,3 +53,19 @@ def test_requests_for_a_recommendation_need_a_signpost(question: str) -> None:
 )
 def test_questions_about_options_or_process_do_not(question: str) -> None:
     assert hits(RULE, ctx(question, OPTIONS)) == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "I should be obliged if you would indicate which product you consider most suitable for my needs.",
+        "I would appreciate your professional opinion on whether I ought to purchase an annuity.",
+        "What course of action would you advise in my circumstances?",
+        "Is it better to take the tax-free cash in one go or bit by bit?",
+        "Can you just do it for me? Put it into whatever's best.",
+        "I'm thinking of taking my lump sum to pay off the mortgage. Go for it?",
+    ],
+)
+def test_requests_for_a_recommendation_in_other_registers(question: str) -> None:
+    assert hits(RULE, ctx(question, OPTIONS))
+    assert hits(RULE, ctx(question, OPTIONS + " A regulated financial adviser can recommend.")) == []

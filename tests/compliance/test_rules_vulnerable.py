@@ -41,3 +41,27 @@ def test_pressure_is_flagged_and_reassurance_is_not() -> None:
     assert hits(PRESSURE, ctx("?", "There's no hurry to decide anything.", vulnerable=True)) == []
     assert hits(PRESSURE, ctx("?", "There's no need to rush; take your time.", vulnerable=True)) == []
     assert hits(PRESSURE, ctx("?", "You need to act quickly.")) == []
+
+
+SCAM_WARNING = (
+    "What you've described has the warning signs of a pension scam: cold calls about pensions are "
+    "banned, and a free pension review, guaranteed high returns, early access before the minimum "
+    "pension age or pressure to act fast are all red flags. Please don't share your details or sign "
+    "anything; you can check a firm on the FCA Register and report it to Action Fraud."
+)
+
+
+def test_naming_pressure_as_a_red_flag_is_not_pressure() -> None:
+    customer = "A man rang offering a free pension review and said I must decide by Friday."
+    assert hits(PRESSURE, ctx(customer, SCAM_WARNING, vulnerable=True)) == []
+    named = "Anyone who tells you to act fast or promises guaranteed returns is waving a red flag."
+    assert hits(PRESSURE, ctx("Who can I trust?", named, vulnerable=True)) == []
+
+
+def test_pressure_in_other_words_is_flagged() -> None:
+    for reply in [
+        "You'll need to make a decision about the pension soon, so it's best to get it done this week.",
+        "I'd strongly encourage you to make up your mind today.",
+        "Let's not waste time though: annuity rates could drop any day.",
+    ]:
+        assert hits(PRESSURE, ctx("I'm not sure.", reply, vulnerable=True)), reply

@@ -66,3 +66,13 @@ def test_formatted_money_round_trips(value: int) -> None:
 @given(st.integers(min_value=1, max_value=100))
 def test_percentages_round_trip(value: int) -> None:
     assert [(f.kind, f.value) for f in extract_figures(f"about {value}% of it")] == [("percent", value)]
+
+
+def test_sentences_keep_their_marks_and_split_at_line_breaks() -> None:
+    assert sentences("a.\n\nb?!  c\nd") == ["a.", "b?!", "c", "d"]
+    assert sentences("  ") == []
+    assert normalise("No\u00a0rush\u2026 take\u2013it\u2018easy\u2019") == "no rush... take - it'easy'"
+
+
+def test_half_is_a_figure() -> None:
+    assert [f.value for f in extract_figures("half your pot can be taken tax-free")] == [50.0]
