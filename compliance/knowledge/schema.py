@@ -8,6 +8,7 @@ longer matches fails at load time with the file and field named, never silently 
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 from datetime import date
 from typing import Literal
 
@@ -112,8 +113,9 @@ class _Patterned(_Strict):
     counter_examples: list[str] = Field(default_factory=list)
     _regex: FilteredPattern = PrivateAttr()
 
+    @abstractmethod
     def _terms(self) -> list[str]:
-        raise NotImplementedError
+        """The regex terms the item is matched by (each kind of item keeps them in its own field)."""
 
     @model_validator(mode="after")
     def _examples_hold(self) -> _Patterned:
