@@ -146,7 +146,7 @@ def start_server(overrides: list[str], url: str, log: Path) -> subprocess.Popen:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                 return process
         except httpx.TransportError:
-            pass
+            pass  # not listening yet: poll again
         time.sleep(0.2)
     process.kill()
     raise RuntimeError("the server did not start within 180 s")

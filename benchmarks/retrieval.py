@@ -72,7 +72,7 @@ def peak_rss_mb() -> float:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
-        pass
+        pass  # no /proc (not Linux): fall back to getrusage below
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

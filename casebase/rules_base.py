@@ -75,7 +75,7 @@ def rule_collection(client, name: str, embedder: Embedder) -> VectorCollection[G
 
 
 class UnknownRuleError(KeyError):
-    pass
+    """No rule with that id is stored."""
 
 
 class RulesBase:

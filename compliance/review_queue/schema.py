@@ -19,13 +19,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
+
+from compliance.sql import append_only_ddl, create_store_engine
 
 WRITE_OPTION = "review_queue_write"
 OUTCOME_COUNTER = "outcome"
 APPEND_ONLY_TABLES = ("review_decisions", "review_outcomes", "review_events")
 _SCHEMA_LOCK_KEY = 0x7265766965777100  # any fixed 63-bit number, "reviewq" in ASCII
-_SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 _EPOCH_NAIVE = datetime(1970, 1, 1)
 _EPOCH_AWARE = datetime(1970, 1, 1, tzinfo=UTC)
@@ -136,34 +137,7 @@ def from_us(value: int, aware: bool) -> datetime:
 
 
 def create_review_engine(url: str, **engine_options: Any) -> Engine:
-    engine = sa.create_engine(url, **engine_options)
-    if engine.dialect.name == "sqlite":
-        _configure_sqlite(engine)
-    elif engine.dialect.name != "postgresql":
-        raise ValueError(f"the review queue supports SQLite and PostgreSQL, not {engine.dialect.name}")
-    return engine
-
-
-def _configure_sqlite(engine: Engine) -> None:
-    if engine.url.database in (None, "", ":memory:"):
-        # Each pooled connection would see its own empty in-memory database.
-        raise ValueError(
-            "the review queue needs an SQLite file (sqlite:///path.db), not an in-memory database"
-        )
-
-    @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")  # readers do not wait for the writer
-        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @sa.event.listens_for(engine, "begin")
-    def _on_begin(connection: Connection) -> None:
-        writing = connection.get_execution_options().get(WRITE_OPTION, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if writing else "BEGIN")
+    return create_store_engine(url, store="review queue", write_option=WRITE_OPTION, **engine_options)
 
 
 def create_schema(engine: Engine) -> None:
@@ -175,34 +149,12 @@ def create_schema(engine: Engine) -> None:
                 # Two processes creating the same tables at once collide in the catalogue.
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
             metadata.create_all(conn)
-            for statement in _append_only_ddl(engine.dialect.name):
+            for statement in append_only_ddl(
+                engine.dialect.name, APPEND_ONLY_TABLES, "review_queue_append_only"
+            ):
                 conn.execute(sa.text(statement))
             present = conn.execute(
                 sa.select(counters.c.name).where(counters.c.name == OUTCOME_COUNTER)
             ).first()
             if present is None:
                 conn.execute(counters.insert().values(name=OUTCOME_COUNTER, value=0))
-
-
-def _append_only_ddl(dialect: str) -> list[str]:
-    if dialect == "sqlite":
-        return [
-            f"CREATE TRIGGER IF NOT EXISTS {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
-            f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
-            for table in APPEND_ONLY_TABLES
-            for verb in ("UPDATE", "DELETE")
-        ]
-    statements = [
-        "CREATE OR REPLACE FUNCTION review_queue_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ "
-        "BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$"
-    ]
-    for table in APPEND_ONLY_TABLES:
-        statements.append(
-            f"CREATE OR REPLACE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
-            "FOR EACH ROW EXECUTE FUNCTION review_queue_append_only()"
-        )
-        statements.append(
-            f"CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
-            "FOR EACH STATEMENT EXECUTE FUNCTION review_queue_append_only()"
-        )
-    return statements

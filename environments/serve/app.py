@@ -304,7 +304,7 @@ class BodyLimit:
 
 
 class BodyTooLarge(Exception):
-    pass
+    """The request body grew past the limit while it was being read."""
 
 
 def too_large(limit: int) -> JSONResponse:

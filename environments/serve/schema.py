@@ -10,16 +10,16 @@ Times are integer microseconds since 1970 (UTC), as in the review queue.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
+
+from compliance.sql import append_only_ddl, create_store_engine
 
 APPEND_ONLY_TABLES = ("live_messages", "live_validations", "live_deliveries", "live_memories")
 WRITE_OPTION = "live_store_write"
 _SCHEMA_LOCK_KEY = 0x6C69766573746F72  # any fixed 63-bit number: "livestor" in ASCII
-_SQLITE_BUSY_TIMEOUT_MS = 30_000
 _BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 metadata = sa.MetaData()
@@ -126,38 +126,16 @@ cursors = sa.Table(
 )
 
 
-def create_store_engine(url: str, **options: Any) -> Engine:
-    engine = sa.create_engine(url, **options)
-    if engine.dialect.name == "sqlite":
-        if engine.url.database in (None, "", ":memory:"):
-            raise ValueError(
-                "the live store needs an SQLite file (sqlite:///path.db), not an in-memory database"
-            )
-        Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
-        _configure_sqlite(engine)
-    elif engine.dialect.name != "postgresql":
-        raise ValueError(f"the live store supports SQLite and PostgreSQL, not {engine.dialect.name}")
-    return engine
-
-
-def _configure_sqlite(engine: Engine) -> None:
-    @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        # In WAL mode NORMAL loses no committed transaction on a process crash (only on power loss).
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @sa.event.listens_for(engine, "begin")
-    def _on_begin(connection: Connection) -> None:
-        # Take the write lock up front: deferred transactions that read then write fail at once
-        # with "database is locked" instead of waiting their turn.
-        writing = connection.get_execution_options().get(WRITE_OPTION, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if writing else "BEGIN")
+def create_live_engine(url: str, **options: Any) -> Engine:
+    # In WAL mode NORMAL loses no committed transaction on a process crash (only on power loss).
+    return create_store_engine(
+        url,
+        store="live store",
+        write_option=WRITE_OPTION,
+        sqlite_synchronous="NORMAL",
+        create_parent=True,
+        **options,
+    )
 
 
 def create_schema(engine: Engine) -> None:
@@ -167,29 +145,7 @@ def create_schema(engine: Engine) -> None:
             if engine.dialect.name == "postgresql":
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
             metadata.create_all(conn)
-            for statement in _append_only_ddl(engine.dialect.name):
+            for statement in append_only_ddl(
+                engine.dialect.name, APPEND_ONLY_TABLES, "live_store_append_only"
+            ):
                 conn.execute(sa.text(statement))
-
-
-def _append_only_ddl(dialect: str) -> list[str]:
-    if dialect == "sqlite":
-        return [
-            f"CREATE TRIGGER IF NOT EXISTS {table}_no_{verb.lower()} BEFORE {verb} ON {table} "
-            f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
-            for table in APPEND_ONLY_TABLES
-            for verb in ("UPDATE", "DELETE")
-        ]
-    statements = [
-        "CREATE OR REPLACE FUNCTION live_store_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ "
-        "BEGIN RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$"
-    ]
-    for table in APPEND_ONLY_TABLES:
-        statements.append(
-            f"CREATE OR REPLACE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
-            "FOR EACH ROW EXECUTE FUNCTION live_store_append_only()"
-        )
-        statements.append(
-            f"CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
-            "FOR EACH STATEMENT EXECUTE FUNCTION live_store_append_only()"
-        )
-    return statements

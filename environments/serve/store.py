@@ -115,7 +115,7 @@ class RateDecision(BaseModel):
 class LiveStore:
     def __init__(self, url: str, clock: Clock, **engine_options: Any) -> None:
         self.clock = clock
-        self._engine = schema.create_store_engine(url, **engine_options)
+        self._engine = schema.create_live_engine(url, **engine_options)
         schema.create_schema(self._engine)
 
     def close(self) -> None:

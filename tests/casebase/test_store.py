@@ -129,7 +129,7 @@ def chroma_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
                 if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=0.5).status_code == 200:
                     break
             except httpx.TransportError:
-                pass
+                pass  # not listening yet: poll again
             assert time.monotonic() < deadline, "chroma run did not answer within 30 s"
             time.sleep(0.1)
         yield "127.0.0.1", port

@@ -84,7 +84,7 @@ def app_server(settings: Mapping[str, str], log: Path) -> Iterator[str]:
                     if response.status == 200:
                         break
             except OSError:
-                pass
+                pass  # not listening yet: poll again
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     f"streamlit did not answer within {START_TIMEOUT_S:.0f} s: {log.read_text()[-2000:]}"

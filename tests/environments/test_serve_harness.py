@@ -140,7 +140,7 @@ class ServerProcess:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return self
             except httpx.TransportError:
-                pass
+                pass  # not listening yet: poll again
             if time.monotonic() > deadline:
                 raise RuntimeError("the server did not start in time")
             time.sleep(0.2)

@@ -249,7 +249,7 @@ def strict_json_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class _NotStrict(Exception):
-    pass
+    """A JSON schema that OpenAI's strict structured-output mode cannot express."""
 
 
 def _strictify(node: Any, defs: dict[str, Any], depth: int) -> dict[str, Any]:
