@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -74,14 +74,6 @@ def build_judge_panel(
     return JudgePanel(judges)
 
 
-def judge_figures(knowledge: KnowledgeBase) -> dict[str, dict[str, Any]]:
-    """Every knowledge-base figure with its unit, tax year and source, as the judges are shown them."""
-    return {
-        key: {"value": f.value, "unit": f.unit, "tax_year": f.tax_year, "source": f.source}
-        for key, f in sorted(knowledge.figures.items())
-    }
-
-
 def build_validator(
     config: ValidatorConfig,
     knowledge: KnowledgeBase,
@@ -98,7 +90,7 @@ def build_validator(
         ModeSettings(
             name=config.mode, threshold=config.threshold, escalate_split_votes=config.escalate_split_votes
         ),
-        figures=judge_figures(knowledge),
+        figures=knowledge.figure_table(),
         tax_year=knowledge.meta.tax_year,
         novelty=novelty,
     )

@@ -40,18 +40,11 @@ class AdvisorTools:
     def __init__(self, knowledge: KnowledgeBase) -> None:
         self.knowledge = knowledge
         self.tax_year = knowledge.meta.tax_year
+        # The knowledge base is read-only, so the figures shown to the advisor are built once.
+        self._figures = knowledge.figure_table(ADVISOR_FIGURES)
 
     def figures(self) -> dict[str, dict[str, Any]]:
-        out = {}
-        for key in ADVISOR_FIGURES:
-            figure = self.knowledge.figure(key)
-            out[key] = {
-                "value": figure.value,
-                "unit": figure.unit,
-                "tax_year": figure.tax_year,
-                "source": figure.source,
-            }
-        return out
+        return self._figures
 
     def run(self, profile: CustomerProfile) -> dict[str, dict[str, Any]]:
         tfc = tax_free_cash(profile.pots, self.knowledge)

@@ -23,7 +23,7 @@ from environments.assembly import World, build_world
 from environments.config import AppConfig
 from environments.consultation import ConsultationRecord, consultation_id, run_consultation
 from environments.learning import ConsultationLearner, LearningReport, outcome_of
-from environments.population import coverage
+from environments.population import Customer, coverage
 from environments.tracing import ConsultationTracer, tracing_to
 from environments.tracking import RunTracker, default_tracking_uri, flatten
 from environments.world import arrival_time, day_of
@@ -102,6 +102,7 @@ class LearningTotals(BaseModel):
 async def run_days(
     app: AppConfig,
     world: World,
+    customers: list[Customer],
     progress: bool,
     plans: list[dict],
     transcripts: Path,
@@ -111,7 +112,6 @@ async def run_days(
     """Run the consultations day by day, appending each finished day to `transcripts` so a killed
     run keeps every consultation it completed."""
     env = app.environment
-    customers = world.population.draw(env.consultations)
     records: list[ConsultationRecord] = []
     limit = asyncio.Semaphore(env.concurrency)
 
@@ -206,7 +206,9 @@ async def run_days(
     return records
 
 
-def write_artifacts(run_dir: Path, app: AppConfig, world: World, plans: list[dict]) -> list[Path]:
+def write_artifacts(
+    run_dir: Path, app: AppConfig, world: World, plans: list[dict], customers: list[Customer]
+) -> list[Path]:
     """Everything but the transcripts, which `run_days` has written as it went."""
     memory = world.memory.export_jsonl(run_dir / "advisor_memory.jsonl")
     plan_file = run_dir / "advisor_plans.jsonl"
@@ -215,7 +217,6 @@ def write_artifacts(run_dir: Path, app: AppConfig, world: World, plans: list[dic
             out.write(json.dumps(node) + "\n")
     transcripts = run_dir / "transcripts.jsonl"
     cover = run_dir / "population_coverage.json"
-    customers = world.population.draw(app.environment.consultations)
     cover.write_text(coverage(customers).model_dump_json(indent=2), encoding="utf-8")
     usage = run_dir / "llm_usage.json"
     usage.write_text(
@@ -258,9 +259,10 @@ async def train(app: AppConfig, progress: bool = True) -> RunSummary:
             if app.tracking.traces
             else None
         )
+        customers = world.population.draw(app.environment.consultations)
         with tracing_to(tracking_uri):
             records = await run_days(
-                app, world, progress, plans, run_dir / "transcripts.jsonl", learning, tracer
+                app, world, customers, progress, plans, run_dir / "transcripts.jsonl", learning, tracer
             )
         totals = world.llm.ledger.totals()
         metrics = summary_metrics(records, totals.input_tokens + totals.output_tokens, totals.cost_usd)
@@ -280,7 +282,7 @@ async def train(app: AppConfig, progress: bool = True) -> RunSummary:
             rules_active=float(snapshot.rules_active),
         )
         tracker.log_metrics(metrics, step=app.environment.consultations)
-        tracker.log_artifacts(write_artifacts(run_dir, app, world, plans))
+        tracker.log_artifacts(write_artifacts(run_dir, app, world, plans, customers))
     except BaseException:
         tracker.finish("FAILED")
         raise

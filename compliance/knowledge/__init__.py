@@ -7,7 +7,9 @@ the knowledge base (`kb.figure("lump_sum_allowance")`), so a new tax year is a d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -84,6 +86,14 @@ class KnowledgeBase:
             raise KeyError(
                 f"knowledge base has no figure {key!r} (known: {', '.join(sorted(self.figures))})"
             ) from None
+
+    def figure_table(self, keys: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Figures (all, or `keys`) with value, unit, tax year and source, as prompts show them."""
+        chosen = sorted(self.figures) if keys is None else list(keys)
+        return {
+            key: {"value": f.value, "unit": f.unit, "tax_year": f.tax_year, "source": f.source}
+            for key, f in ((key, self.figure(key)) for key in chosen)
+        }
 
     def key_date(self, key: str) -> KeyDate:
         try:
