@@ -23,6 +23,12 @@ class Pot(BaseModel):
     value_gbp: float = Field(ge=0)
     provider: str = ""
     has_guarantees: bool = False
+    # What the guarantee is ("guaranteed annuity rate"), so a comparison can say what moving loses.
+    guarantee: str = ""
+    # Yearly charge as a fraction of the pot; None where it is not known, and the calculators then
+    # assume the default-arrangement charge cap and say so.
+    annual_charge_rate: float | None = Field(default=None, ge=0, lt=1)
+    exit_fee_gbp: float = Field(default=0, ge=0)
 
 
 class CustomerProfile(BaseModel):

@@ -59,6 +59,20 @@ class DBDist(Sourced):
     schemes: list[str]
 
 
+class PotTermsDist(Sourced):
+    """Charges, exit fees and guarantees of the pots (fractions of the pot's value a year)."""
+
+    modern_charge_min: float = Field(ge=0, lt=1)
+    modern_charge_max: float = Field(ge=0, lt=1)
+    legacy_share: float = Field(ge=0, le=1)
+    legacy_charge_min: float = Field(ge=0, lt=1)
+    legacy_charge_max: float = Field(ge=0, lt=1)
+    legacy_exit_fee_share: float = Field(ge=0, le=1)
+    exit_fee_rate_max: float = Field(ge=0, lt=1)
+    guarantees: list[str] = Field(min_length=1)
+    db_guarantee: str
+
+
 class IncomeDist(Sourced):
     log_mean: float
     log_sd: float
@@ -99,6 +113,7 @@ class PopulationData(BaseModel):
     age: AgeDist
     dc_pots: DCDist
     db_membership: DBDist
+    pot_terms: PotTermsDist
     income: IncomeDist
     literacy: LiteracyDist
     vulnerability: VulnerabilityDist
@@ -176,6 +191,26 @@ def _weighted(rng: random.Random, weights: dict) -> object:
     return rng.choices(keys, weights=[weights[k] for k in keys], k=1)[0]
 
 
+def _with_terms(rng: random.Random, pot: Pot, terms: PotTermsDist) -> Pot:
+    """A DC pot with its charge, exit fee and guarantee drawn; pots with guarantees are legacy ones."""
+    legacy = pot.has_guarantees or rng.random() < terms.legacy_share
+    if legacy:
+        charge = rng.uniform(terms.legacy_charge_min, terms.legacy_charge_max)
+    else:
+        charge = rng.uniform(terms.modern_charge_min, terms.modern_charge_max)
+    exit_fee = 0.0
+    if legacy and rng.random() < terms.legacy_exit_fee_share:
+        exit_fee = float(round(pot.value_gbp * rng.uniform(0, terms.exit_fee_rate_max)))
+    return pot.model_copy(
+        update={
+            # Charges are quoted to hundredths of a percent on statements.
+            "annual_charge_rate": round(charge, 4),
+            "exit_fee_gbp": exit_fee,
+            "guarantee": rng.choice(terms.guarantees) if pot.has_guarantees else "",
+        }
+    )
+
+
 def _lognormal(rng: random.Random, mean: float, sd: float, lo: float, hi: float) -> float:
     value = math.exp(rng.gauss(mean, sd))
     # Round to the nearest £100: statements show pounds, and round figures read naturally.
@@ -218,6 +253,9 @@ class PopulationGenerator:
             )
             for _ in range(n_dc)
         ]
+        # Pot terms come from their own stream, so adding them left every other draw unchanged.
+        terms = random.Random(f"pot-terms:{self.seed}:{index}")
+        pots = [_with_terms(terms, p, d.pot_terms) for p in pots]
         hidden: list[HiddenFact] = []
         # The provider knows its own pot; others are held elsewhere and come out when asked.
         on_file, elsewhere = pots[:1], pots[1:]
@@ -242,6 +280,7 @@ class PopulationGenerator:
                 ),
                 provider=scheme,
                 has_guarantees=True,
+                guarantee=d.pot_terms.db_guarantee,
             )
             hidden.append(
                 HiddenFact(
@@ -302,6 +341,7 @@ class CoverageReport(BaseModel):
     with_scam_approach: int
     with_multiple_pots: int
     with_guarantees: int
+    with_exit_fees: int
 
 
 def coverage(customers: list[Customer]) -> CoverageReport:
@@ -322,4 +362,5 @@ def coverage(customers: list[Customer]) -> CoverageReport:
         with_scam_approach=sum(c.scam_approach is not None for c in customers),
         with_multiple_pots=sum(len(c.all_pots) > 1 for c in customers),
         with_guarantees=sum(any(p.has_guarantees for p in c.all_pots) for c in customers),
+        with_exit_fees=sum(any(p.exit_fee_gbp > 0 for p in c.all_pots) for c in customers),
     )

@@ -101,6 +101,106 @@ def lump_sum_allowance_sentence(variables: Mapping[str, Any], wrong: bool) -> Se
     )
 
 
+def _lasting(years: Any, end_age: int) -> str:
+    return f"past {end_age}" if years is None else f"{int(years)} years"
+
+
+def drawdown_sentences(variables: Mapping[str, Any], wrong: bool) -> list[Segment]:
+    """The drawdown tool's illustration: how long the money lasts and what is left some years on.
+
+    The slip: quoting what the pot would grow to if no income were taken from it."""
+    tool = variables.get("tools", {}).get("drawdown")
+    if not tool:
+        return []
+    start, end = int(tool["start_age"]), int(tool["end_age"])
+    when = "now" if start <= int(variables["customer"]["age"]) else str(start)
+    first = Segment(
+        kind="figure",
+        text=(
+            f"As an illustration, not a forecast: if from {when} you took {money(tool['annual_withdrawal_gbp'])} "
+            f"a year, {tool['withdrawal_rate']:.0%} of your {money(tool['pot_gbp'])}, rising with prices, and "
+            f"your investments grew by {tool['growth_rate_intermediate']:.0%} a year before charges of "
+            f"{tool['charge_rate']:.2%}, the money would last "
+            f"{_lasting(tool['years_lasting_intermediate'], end)}; at {tool['growth_rate_lower']:.0%} growth "
+            f"it would last {_lasting(tool['years_lasting_lower'], end)}."
+        ),
+    )
+    years, age = int(tool["illustration_years"]), int(tool["illustration_age"])
+    left = float(tool["left_at_illustration_age_intermediate_gbp"])
+    if left <= 0:
+        then = f"By {age} the money would already have run out."
+    else:
+        if wrong:
+            growth = (1 + float(tool["growth_rate_intermediate"])) * (1 - float(tool["charge_rate"]))
+            left = round(float(tool["pot_gbp"]) * (growth / (1 + float(tool["inflation_rate"]))) ** years, -2)
+        then = f"After {years} years, at {age}, you would have {money(left)} left in today's money."
+    return [first, Segment(kind="figure", text=then)]
+
+
+def drawdown_figure_checkable(variables: Mapping[str, Any]) -> bool:
+    """Whether the drawdown illustration states an amount a wrong figure could show in."""
+    tool = variables.get("tools", {}).get("drawdown")
+    return bool(tool) and float(tool["left_at_illustration_age_intermediate_gbp"]) > 0
+
+
+def consolidation_sentences(variables: Mapping[str, Any], wrong: bool) -> list[Segment]:
+    """The consolidation tool's comparison of charges, and what is left out because moving it
+    would lose a guarantee. The slip: charges over the years quoted without growth."""
+    tool = variables.get("tools", {}).get("consolidation")
+    if not tool:
+        return []
+    out: list[Segment] = []
+    if int(tool["pots_compared"]) == 0:
+        out.append(
+            Segment(
+                kind="figure",
+                text="None of your pensions could be moved without losing a guarantee, so I haven't compared charges.",
+            )
+        )
+    else:
+        years = int(tool["years"])
+        kept = float(tool["charges_if_kept_gbp"])
+        if wrong:
+            kept = float(tool["current_annual_charges_gbp"]) * years
+        fees = float(tool["exit_fees_gbp"])
+        after_fees = f", after exit fees of {money(fees)}" if fees > 0 else ""
+        direction = "higher" if tool["better_off_moving"] else "lower"
+        out.append(
+            Segment(
+                kind="figure",
+                text=(
+                    "Your pensions that could be moved without losing a guarantee, worth "
+                    f"{money(tool['moved_value_gbp'])}, cost {money(tool['current_annual_charges_gbp'])} a year in "
+                    f"charges now; in a workplace default fund at the {tool['target_charge_rate']:.2%} charge cap "
+                    f"they would cost {money(tool['target_annual_charges_gbp'])} a year in charges."
+                ),
+            )
+        )
+        out.append(
+            Segment(
+                kind="figure",
+                text=(
+                    f"Over {years} years, with growth of {tool['growth_rate']:.0%} a year, you would pay "
+                    f"{money(kept)} in charges if you left them where they are; moved, you would pay "
+                    f"{money(tool['charges_if_moved_gbp'])} in charges{after_fees}, and the projected value "
+                    f"would be {money(tool['value_difference_gbp'])} {direction}."
+                ),
+            )
+        )
+    for held in tool.get("dc_guarantees", []):
+        name = f"your {held['provider']} pension" if held["provider"] else "one of your pensions"
+        out.append(
+            Segment(
+                kind="information",
+                text=(
+                    f"I've left {name} out of these figures: it has a {held['guarantee'] or 'guarantee'}, "
+                    "which would be lost if it were moved."
+                ),
+            )
+        )
+    return out
+
+
 def information(goal: str, variables: Mapping[str, Any], wrong_figure: bool) -> list[Segment]:
     out: list[Segment] = []
     if goal in ("drawdown", "tax"):
@@ -114,11 +214,15 @@ def information(goal: str, variables: Mapping[str, Any], wrong_figure: bool) -> 
                 ),
             )
         )
-        tfc = tax_free_cash_sentence(variables, wrong_figure)
+        # On a drawdown question the slip lands on the drawdown illustration when it has an amount.
+        drawdown_slip = goal == "drawdown" and drawdown_figure_checkable(variables)
+        tfc = tax_free_cash_sentence(variables, wrong_figure and not drawdown_slip)
         if tfc:
             out.append(tfc)
         if goal == "tax":
             out.append(lump_sum_allowance_sentence(variables, wrong_figure and tfc is None))
+        else:
+            out += drawdown_sentences(variables, wrong_figure and drawdown_slip)
     elif goal == "consolidation":
         out.append(
             Segment(
@@ -130,6 +234,7 @@ def information(goal: str, variables: Mapping[str, Any], wrong_figure: bool) -> 
                 ),
             )
         )
+        out += consolidation_sentences(variables, wrong_figure)
     elif goal == "retirement_age":
         spa = variables.get("tools", {}).get("state_pension_age")
         nmpa = figure(variables, "normal_minimum_pension_age")
