@@ -1,7 +1,10 @@
 """One consultation: the customer agent and the advisor take turns, every advisor word gated.
 
-The record it returns is the transcript and the compliance audit of each advisor turn. It holds
-no wall-clock figures, so a seeded scripted run reproduces it byte for byte.
+The customer agent (`environments.customer_agent`) speaks first and decides when to stop; it
+hears only what the gate delivered. Once it is over, the outcome is judged independently of the
+advisor (`environments.outcomes`). The record it returns is the transcript, the compliance audit of
+each advisor turn and that outcome. It holds no wall-clock figures, so a seeded scripted run
+reproduces it byte for byte.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from environments.advisor import AdvisorSession, AdvisorTurn, ConsultationState
+from environments.advisor import AdvisorSession, AdvisorTurn
+from environments.customer_agent import CustomerAgent, Listener
+from environments.outcomes import ConsultationOutcome, OutcomeJudge, compliance_record
 from environments.population import Customer
-from environments.tasks import CUSTOMER_REPLY, CustomerTurn
 from simulacra.clock import VirtualClock
 from simulacra.llm.client import LLMClient
 
@@ -45,8 +49,9 @@ class TurnRecord(BaseModel):
     # knew when it drafted: what it takes to replay the turn or learn from it.
     delivered_kinds: list[str] = Field(default_factory=list)
     situation: dict[str, Any] = Field(default_factory=dict)
-    # Customer turns only: the customer said they did not follow.
+    # Customer turns only: the customer said they did not follow, or that they felt rushed.
     confused: bool = False
+    pressured: bool = False
 
 
 class ConsultationRecord(BaseModel):
@@ -63,42 +68,12 @@ class ConsultationRecord(BaseModel):
     ended_by: Literal["customer", "escalation"] = "customer"
     turns: list[TurnRecord]
     tokens: int
+    # Judged after the consultation, independently of the advisor (None in records made before).
+    outcome: ConsultationOutcome | None = None
 
     @property
     def advisor_turns(self) -> list[TurnRecord]:
         return [t for t in self.turns if t.speaker == "advisor"]
-
-
-def customer_variables(
-    customer: Customer, state: ConsultationState, turn: int, max_turns: int, last: AdvisorTurn | None
-) -> dict:
-    persona = customer.model_dump(
-        include={
-            "name",
-            "age",
-            "literacy",
-            "vulnerable",
-            "situation",
-            "goal",
-            "wants_db_transfer",
-            "income_gbp",
-        }
-    )
-    return {
-        "persona": persona,
-        "hidden": [
-            h.model_dump(include={"topic", "statement"})
-            for h in customer.hidden
-            if h.topic not in state.revealed
-        ],
-        "advisor_asked": list(last.draft.asked_topics) if last and not last.outcome.holding else [],
-        "advisor_jargon": bool(
-            last and not last.outcome.holding and any(s.kind == "jargon" for s in last.delivered_segments)
-        ),
-        "conversation": [t.model_dump() for t in state.conversation],
-        "turn": turn,
-        "max_turns": max_turns,
-    }
 
 
 def consultation_id(index: int) -> str:
@@ -112,21 +87,47 @@ async def run_consultation(
     llm: LLMClient,
     clock: VirtualClock,
     max_turns: int,
+    *,
+    customer_agent: CustomerAgent | None = None,
+    judge: OutcomeJudge | None = None,
 ) -> ConsultationRecord:
-    """Run one consultation; `session` is the advisor's side, built on the same `clock`."""
+    """Run one consultation; `session` is the advisor's side, built on the same `clock`.
+
+    By default the customer agent and the outcome judge use the session's embedder, importance
+    rater and knowledge base (the run's own), so a caller needs to pass nothing more.
+    """
     start = clock.now()
     state = session.state
+    knowledge = session.tools.knowledge
+    agent = customer_agent or CustomerAgent(
+        customer,
+        consultation_id=state.consultation_id,
+        llm=llm,
+        clock=clock,
+        embedder=session.stream.embedder,
+        rater=session.stream.rater,
+        listener=Listener(knowledge),
+    )
+    judge = judge or OutcomeJudge(llm, knowledge)
+    await agent.start()
     await session.open()
     turns: list[TurnRecord] = []
     tokens = 0
     last: AdvisorTurn | None = None
     ended_by: Literal["customer", "escalation"] = "customer"
     for turn in range(max_turns + 1):
-        said = await llm.call(CUSTOMER_REPLY, customer_variables(customer, state, turn, max_turns, last))
-        tokens += said.usage.total
-        reply: CustomerTurn = said.output
+        conversation = [t.model_dump() for t in state.conversation]
+        reply = await agent.speak(turn, max_turns, conversation)
         state.record_customer(reply)
-        turns.append(TurnRecord(speaker="customer", text=reply.text, at=clock.now(), confused=reply.confused))
+        turns.append(
+            TurnRecord(
+                speaker="customer",
+                text=reply.text,
+                at=clock.now(),
+                confused=reply.confused,
+                pressured=reply.pressured,
+            )
+        )
         clock.advance(TURN_DURATION)
         if reply.ends or turn == max_turns:
             break
@@ -134,6 +135,13 @@ async def run_consultation(
         tokens += last.tokens
         outcome = last.outcome
         state.record_advisor(outcome.delivered_text)
+        await agent.hear(
+            turn + 1,
+            outcome.delivered_text,
+            last.delivered_segments,
+            [] if outcome.holding else last.draft.asked_topics,
+            outcome.holding,
+        )
         turns.append(
             TurnRecord(
                 speaker="advisor",
@@ -167,6 +175,11 @@ async def run_consultation(
             # back to them, so the simulated consultation stops here.
             ended_by = "escalation"
             break
+    judged = await judge.judge(
+        agent,
+        [t.model_dump() for t in state.conversation],
+        compliance_record([t for t in turns if t.speaker == "advisor"]),
+    )
     return ConsultationRecord(
         id=state.consultation_id,
         index=index,
@@ -179,5 +192,6 @@ async def run_consultation(
         revealed=sorted(state.revealed),
         ended_by=ended_by,
         turns=turns,
-        tokens=tokens,
+        tokens=tokens + agent.tokens + judged.tokens,
+        outcome=judged,
     )

@@ -3,12 +3,16 @@
 Between virtual days, in consultation order:
 - every active rule the advisor retrieved or cited gains or loses confidence from how the
   consultation went (`casebase.apply_consultation_evidence`);
-- a consultation that ran to its end with every reply delivered (each passed the validator, after
-  refinement if need be) becomes a case, covering the compliance codes its delivered replies
-  handled;
-- a consultation whose first draft broke a rule goes through rule accumulation: reflect on the
-  failure, replay it (and past cases of the same task type) with the candidate rule, keep the rule
-  only if the failure improves and nothing regresses, then refine and judge it.
+- a consultation that succeeded (it ran to its end with every reply delivered, each having passed
+  the validator, after refinement if need be, and the customer got what it came for and
+  understood it, as judged by `environments.outcomes`) becomes a case, covering the compliance
+  codes its delivered replies handled;
+- a suboptimal consultation goes through rule accumulation: one whose first draft broke a rule,
+  and one that, every reply delivered, left the customer without its goal or its understanding
+  when the outcome names the protections it went without (`ConsultationOutcome.gaps`).
+  Accumulation reflects on the failure, replays it (and past cases of the same task type) with
+  the candidate rule, keeps the rule only if the failure improves and nothing regresses, then
+  refines and judges it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from casebase.models import Case, CaseOutcome
 from casebase.reviewed_failures import read_failures
 from compliance.codes import ComplianceCode
 from environments.consultation import ConsultationRecord, TurnRecord
+from environments.outcomes import UNDERSTANDING_PASS
 from environments.population import Customer
 from environments.replay import situation_profile
 
@@ -47,14 +52,68 @@ class LearningReport(BaseModel):
 
 
 def outcome_of(record: ConsultationRecord) -> CaseOutcome:
+    """The case-base view of how a consultation went: the independent judgement where there is
+    one, else (a record made before outcomes were judged) what the transcript shows."""
     advisor = record.advisor_turns
+    first_pass = all(t.first_pass_compliant for t in advisor)
+    escalated = record.ended_by == "escalation"
+    judged = record.outcome
+    if judged is not None:
+        return CaseOutcome(
+            satisfaction=judged.satisfaction,
+            goal_achieved=judged.goal_achieved,
+            understanding=judged.understanding,
+            first_pass_compliant=first_pass,
+            escalated=escalated,
+            notes=judged.reason,
+        )
     customer = [t for t in record.turns if t.speaker == "customer"]
     return CaseOutcome(
-        first_pass_compliant=all(t.first_pass_compliant for t in advisor),
-        escalated=record.ended_by == "escalation",
+        first_pass_compliant=first_pass,
+        escalated=escalated,
         understanding=1.0 - sum(t.confused for t in customer) / max(1, len(customer)),
         goal_achieved=record.ended_by == "customer" and not any(t.holding for t in advisor),
     )
+
+
+class OutcomeSummary(BaseModel):
+    """Outcome figures over a set of consultations (a virtual day, or a whole run)."""
+
+    goal_achieved_rate: float
+    satisfaction: float  # mean satisfaction on [0, 1] over the judged consultations
+    understanding: float  # mean quiz score over the consultations that had a quiz
+
+
+def outcome_summary(records: list[ConsultationRecord]) -> OutcomeSummary:
+    outcomes = [outcome_of(r) for r in records]
+    rated = [o.satisfaction for o in outcomes if o.satisfaction is not None]
+    quizzed = [o.understanding for o in outcomes if o.understanding is not None]
+    return OutcomeSummary(
+        goal_achieved_rate=sum(bool(o.goal_achieved) for o in outcomes) / max(1, len(outcomes)),
+        satisfaction=sum(rated) / max(1, len(rated)),
+        understanding=sum(quizzed) / max(1, len(quizzed)),
+    )
+
+
+def succeeded(record: ConsultationRecord, outcome: CaseOutcome) -> bool:
+    """Worth keeping as a case: every reply delivered, the goal achieved and understood."""
+    delivered = record.ended_by == "customer" and not any(t.holding for t in record.advisor_turns)
+    understood = outcome.understanding is None or outcome.understanding >= UNDERSTANDING_PASS
+    return delivered and bool(outcome.goal_achieved) and understood
+
+
+def failure_codes(record: ConsultationRecord, outcome: CaseOutcome) -> list[str]:
+    """What rule accumulation should learn from: the first-pass violations, else, when the outcome
+    was suboptimal although every reply reached the customer, the protections it went without.
+
+    A held reply is not a reply that lacked something: it went to the review queue, and what the
+    reviewers reject comes back through the reviewed-failures file.
+    """
+    first_pass = sorted({c for t in record.advisor_turns for c in t.first_pass_violations})
+    held = any(t.holding for t in record.advisor_turns)
+    if first_pass or held or record.outcome is None or succeeded(record, outcome):
+        return first_pass
+    return list(record.outcome.gaps)
 
 
 def covered_codes(turns: list[TurnRecord]) -> list[str]:
@@ -108,6 +167,7 @@ class ConsultationLearner:
                 continue
             outcome = outcome_of(record)
             first_pass = sorted({c for t in advisor for c in t.first_pass_violations})
+            failed = failure_codes(record, outcome)
             if self.learn_rules:
                 report.evidence_updates += len(
                     apply_consultation_evidence(
@@ -119,12 +179,12 @@ class ConsultationLearner:
                         outcome=outcome,
                     )
                 )
-            if self.learn_cases and outcome.goal_achieved:
+            if self.learn_cases and succeeded(record, outcome):
                 self.bases.cases.add(self.case_from(record, outcome))
                 report.cases_added += 1
-            if self.learn_rules and first_pass and self.accumulator is not None:
+            if self.learn_rules and failed and self.accumulator is not None:
                 report.failures_seen += 1
-                result = await self.accumulator.accumulate(self.failure_from(record, outcome))
+                result = await self.accumulator.accumulate(self.failure_from(record, outcome, failed))
                 report.decisions[result.decision] += 1
         return report
 
@@ -151,16 +211,35 @@ class ConsultationLearner:
             source_ids=[record.id],
         )
 
-    def failure_from(self, record: ConsultationRecord, outcome: CaseOutcome) -> FailureCase:
-        failed = next(t for t in record.advisor_turns if t.first_pass_violations)
+    def failure_from(self, record: ConsultationRecord, outcome: CaseOutcome, codes: list[str]) -> FailureCase:
+        failed = next((t for t in record.advisor_turns if t.first_pass_violations), None)
+        if failed is not None:
+            return FailureCase(
+                consultation_id=record.id,
+                task_type=record.goal,
+                customer_profile=self.profile(record, failed),
+                customer_utterance=customer_before(record, failed),
+                said=failed.draft or failed.text,
+                violations=list(failed.first_pass_violations),
+                outcome=outcome,
+                notes=f"{failed.refinements} refinement(s); "
+                + ("held for review" if failed.holding else "delivered"),
+            )
+        # Every reply passed, yet the customer left without what it needed: learn from the last
+        # reply, the one given with the most known about the customer.
+        last = record.advisor_turns[-1]
+        judged = record.outcome
+        assert judged is not None, "only a judged outcome names protections the customer went without"
         return FailureCase(
             consultation_id=record.id,
             task_type=record.goal,
-            customer_profile=self.profile(record, failed),
-            customer_utterance=customer_before(record, failed),
-            said=failed.draft or failed.text,
-            violations=list(failed.first_pass_violations),
+            customer_profile=self.profile(record, last),
+            customer_utterance=customer_before(record, last),
+            said=last.text,
+            violations=codes,
             outcome=outcome,
-            notes=f"{failed.refinements} refinement(s); "
-            + ("held for review" if failed.holding else "delivered"),
+            notes="every reply passed the validator, but the customer "
+            + ("did not get what it came for" if not judged.goal_achieved else "did not understand")
+            + f" (understanding {judged.understanding if judged.understanding is not None else 'n/a'}, "
+            + f"satisfaction {judged.rating}/5): {judged.reason}",
         )

@@ -57,12 +57,43 @@ class CustomerTurn(BaseModel):
     # The customer brought up transferring or cashing in defined-benefit rights.
     raises_db_transfer: bool = False
     confused: bool = False
+    # The customer felt rushed or pushed towards a choice by the adviser's last reply.
+    pressured: bool = False
     ends: bool = False
+
+
+class CustomerRating(BaseModel):
+    """The customer's own verdict on the consultation, given once it is over."""
+
+    satisfaction: int = Field(ge=1, le=5, description="1 very dissatisfied .. 5 very satisfied")
+    goal_achieved: bool = Field(description="the customer got what it came for")
+    reason: str = ""
+
+
+QuizAnswerKind = Literal["amount_gbp", "yes_no", "age_years"]
+
+
+class QuizAnswer(BaseModel):
+    """The customer's answer to one understanding question, in its own words and as a value."""
+
+    id: str
+    answer: str = Field(description="the answer in the customer's own words")
+    yes: bool | None = Field(default=None, description="for a yes/no question; null if it does not know")
+    value: float | None = Field(
+        default=None, description="for a question asking for an amount or an age; null if it does not know"
+    )
+
+
+class QuizAnswers(BaseModel):
+    answers: list[QuizAnswer] = Field(default_factory=list)
 
 
 ADVISOR_REPLY: Task[AdvisorDraft] = Task("advisor.reply", "v1", AdvisorDraft)
 ADVISOR_REFINE: Task[AdvisorDraft] = Task("advisor.refine", "v1", AdvisorDraft)
-CUSTOMER_REPLY: Task[CustomerTurn] = Task("customer.reply", "v1", CustomerTurn)
+# v2: the customer agent's retrieved memories and what it noticed in the adviser's reply.
+CUSTOMER_REPLY: Task[CustomerTurn] = Task("customer.reply", "v2", CustomerTurn)
+CUSTOMER_RATING: Task[CustomerRating] = Task("customer.rating", "v1", CustomerRating)
+CUSTOMER_QUIZ: Task[QuizAnswers] = Task("customer.quiz", "v1", QuizAnswers)
 
 
 def render_segments(segments: list[Segment]) -> str:

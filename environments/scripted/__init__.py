@@ -8,8 +8,12 @@ configured rates, and avoid a mistake when a retrieved rule or case that address
 from __future__ import annotations
 
 from environments.scripted.advisor import handle_advisor_refine, handle_advisor_reply
-from environments.scripted.customer import handle_customer_reply
-from environments.tasks import ADVISOR_REFINE, ADVISOR_REPLY, CUSTOMER_REPLY
+from environments.scripted.customer import (
+    handle_customer_quiz,
+    handle_customer_rating,
+    handle_customer_reply,
+)
+from environments.tasks import ADVISOR_REFINE, ADVISOR_REPLY, CUSTOMER_QUIZ, CUSTOMER_RATING, CUSTOMER_REPLY
 from simulacra.llm.providers.scripted import ScriptedHandlers
 
 
@@ -17,3 +21,5 @@ def register_pension_handlers(handlers: ScriptedHandlers) -> None:
     handlers.register(ADVISOR_REPLY.name, handle_advisor_reply)
     handlers.register(ADVISOR_REFINE.name, handle_advisor_refine)
     handlers.register(CUSTOMER_REPLY.name, handle_customer_reply)
+    handlers.register(CUSTOMER_RATING.name, handle_customer_rating)
+    handlers.register(CUSTOMER_QUIZ.name, handle_customer_quiz)
