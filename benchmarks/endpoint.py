@@ -10,8 +10,13 @@ and the advisor's own machinery add), and latency minus the advisor's turn (`end
 authentication, rate limiting, the store). A session that is waiting for review or has used its
 turns is swapped for a fresh one from the pool, as a new customer would arrive.
 
+The server runs `--workers` processes (default: one per core). Each level also reports the server's
+CPU time per reply (all its processes, from /proc), which unlike rps and latency does not depend
+on what else the machine is running.
+
 The JSON last line holds `rps` (of the busiest level), `p50_ms` and `p99_ms` (latency without model
-time, at the lowest concurrency, where requests do not queue), and every level's figures.
+time, at the lowest concurrency, where requests do not queue), `server_cpu_ms_per_reply` (at the
+busiest level), and every level's figures.
 """
 
 from __future__ import annotations
@@ -30,9 +35,9 @@ from pathlib import Path
 
 import httpx
 
-from environments.serve.config import compose_serve_config
-from environments.serve.keys import Scope
-from environments.serve.store import LiveStore
+from environments.live.config import compose_serve_config
+from environments.live.keys import Scope
+from environments.live.store import LiveStore
 from simulacra.clock import SystemClock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +60,35 @@ _TIMING = re.compile(r"(\w+);dur=([0-9.]+)")
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def tree_cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) of a process and its descendants so far; None off Linux.
+
+    The server's CPU per reply does not depend on what else the machine is running, unlike
+    latency and throughput on a shared machine.
+    """
+    proc = Path("/proc")
+    if not (proc / str(pid) / "stat").exists():
+        return None
+    parents: dict[int, int] = {}
+    times: dict[int, int] = {}
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        child = int(stat.parent.name)
+        parents[child] = int(fields[1])
+        times[child] = int(fields[11]) + int(fields[12])
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return sum(times.get(p, 0) for p in tree) / os.sysconf("SC_CLK_TCK")
 
 
 def server_timing(header: str) -> dict[str, float]:
@@ -92,12 +126,15 @@ class Load:
                 session = self.fresh()
 
 
-async def run_level(load: Load, concurrency: int, n: int) -> dict[str, float]:
+async def run_level(load: Load, concurrency: int, n: int, server_pid: int) -> dict[str, float | None]:
     samples: list[dict[str, float]] = []
     share = [n // concurrency + (1 if i < n % concurrency else 0) for i in range(concurrency)]
+    cpu_before = tree_cpu_seconds(server_pid)
     started = time.perf_counter()
     await asyncio.gather(*(load.worker(k, samples) for k in share if k))
     wall = time.perf_counter() - started
+    cpu_after = tree_cpu_seconds(server_pid)
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     latency = [s["latency"] for s in samples]
     overhead = [s["latency"] - s["model"] for s in samples]
     endpoint = [s["latency"] - s["advisor"] for s in samples]
@@ -112,6 +149,8 @@ async def run_level(load: Load, concurrency: int, n: int) -> dict[str, float]:
         "p99_ms": round(percentile(overhead, 0.99), 2),
         "endpoint_p50_ms": round(percentile(endpoint, 0.5), 2),
         "endpoint_p99_ms": round(percentile(endpoint, 0.99), 2),
+        # Replies that came while a session was swapped are counted too; None off Linux.
+        "server_cpu_ms_per_reply": None if cpu is None else round(cpu * 1000 / len(samples), 2),
     }
 
 
@@ -130,7 +169,7 @@ async def open_sessions(http: httpx.AsyncClient, count: int) -> list[str]:
     return ids
 
 
-def start_server(overrides: list[str], url: str, log: Path) -> subprocess.Popen:
+def start_server(overrides: list[str], url: str, log: Path, workers: int) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "-m", "environments.serve", *overrides],
         cwd=ROOT,
@@ -139,27 +178,34 @@ def start_server(overrides: list[str], url: str, log: Path) -> subprocess.Popen:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     deadline = time.monotonic() + 180
+    ready: set[int] = set()  # worker processes seen answering; measuring starts when all are up
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the server exited: {log.read_text(errors='replace')[-2000:]}")
         try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return process
+            response = httpx.get(f"{url}/healthz", timeout=1)  # a new connection: any worker
+            if response.status_code == 200:
+                ready.add(response.json()["process"])
+                if len(ready) >= workers:
+                    return process
+                continue
         except httpx.TransportError:
             pass  # not listening yet: poll again
         time.sleep(0.2)
     process.kill()
-    raise RuntimeError("the server did not start within 180 s")
+    raise RuntimeError(f"the server's {workers} workers did not all start within 180 s")
 
 
-async def measure(url: str, key: str, levels: list[int], n: int, sessions: int) -> list[dict[str, float]]:
+async def measure(
+    url: str, key: str, levels: list[int], n: int, sessions: int, server_pid: int
+) -> list[dict[str, float | None]]:
     limits = httpx.Limits(max_connections=max(levels) + 4, max_keepalive_connections=max(levels) + 4)
     async with httpx.AsyncClient(
         base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120, limits=limits
     ) as http:
         load = Load(http, await open_sessions(http, sessions))
-        await run_level(load, 1, min(20, n))  # warm-up: caches, connections, first-use costs
-        return [await run_level(load, c, n) for c in levels]
+        await run_level(load, 1, min(20, n), server_pid)  # warm-up: caches, connections, first use
+        return [await run_level(load, c, n, server_pid) for c in levels]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -170,6 +216,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--validator", default="production", help="validator config group")
     parser.add_argument("--embedder", default="hashing", help="embedder config group")
     parser.add_argument("--port", type=int, default=8799)
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="server processes (server.workers)"
+    )
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
     sessions = args.sessions or args.n * len(levels) + 60
@@ -179,6 +228,7 @@ def main(argv: list[str] | None = None) -> None:
             f"validator={args.validator}",
             f"embedder={args.embedder}",
             f"server.port={args.port}",
+            f"server.workers={args.workers}",
             "server.log_level=warning",
             "advisor.knowledge_cases=false",
         ]
@@ -187,9 +237,9 @@ def main(argv: list[str] | None = None) -> None:
         key = store.create_key("benchmark", Scope.CUSTOMER, rate_limit=10_000_000).key
         store.close()
         url = f"http://127.0.0.1:{args.port}"
-        server = start_server(overrides, url, Path(tmp) / "server.log")
+        server = start_server(overrides, url, Path(tmp) / "server.log", args.workers)
         try:
-            results = asyncio.run(measure(url, key, levels, args.n, sessions))
+            results = asyncio.run(measure(url, key, levels, args.n, sessions, server.pid))
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -208,9 +258,11 @@ def main(argv: list[str] | None = None) -> None:
         "endpoint_p50_ms": unloaded["endpoint_p50_ms"],
         "endpoint_p99_ms": unloaded["endpoint_p99_ms"],
         "model_mean_ms": unloaded["model_mean_ms"],
+        "server_cpu_ms_per_reply": busiest["server_cpu_ms_per_reply"],
         "validator": args.validator,
         "embedder": args.embedder,
         "llm": "scripted",
+        "workers": args.workers,
         "cores": os.cpu_count(),
         "levels": results,
     }

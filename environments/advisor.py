@@ -49,13 +49,13 @@ GOAL_DESCRIPTIONS = {
 
 
 # Retrieved items that reach the prompt as memories: the advisor's own experience, and what a
-# real customer told it in earlier sessions (environments.serve scopes that to the one customer).
+# real customer told it in earlier sessions (environments.live scopes that to the one customer).
 MEMORY_SOURCES = ("experience", "customer_memory")
 
 
 @runtime_checkable
 class AdvisedCustomer(Protocol):
-    """Who the advisor talks to: a simulated `Customer`, or a real one (`environments.serve`).
+    """Who the advisor talks to: a simulated `Customer`, or a real one (`environments.live`).
 
     `hidden` holds facts the advisor learns only once the customer reveals their topic.
     """

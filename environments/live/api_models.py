@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from environments.serve.customer import Consent, LiveProfile
-from environments.serve.store import MessageKind, MessageRecord, SessionRecord, ValidationRow
+from environments.live.customer import Consent, LiveProfile
+from environments.live.store import MessageKind, MessageRecord, SessionRecord, ValidationRow
 
 # A hard ceiling for any message; the configured limit (server.max_message_chars) is usually lower.
 MESSAGE_CEILING = 100_000

@@ -2,7 +2,7 @@
 
 `create_app` builds the app; its parts (models, validator, stores) are assembled when the server
 starts, so a server that accepts connections is ready to answer. The OpenAI-compatible facade
-lives in `environments.serve.openai_facade`.
+lives in `environments.live.openai_facade`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from environments.serve.api_models import (
+from environments.live.api_models import (
     AuditOut,
     CaseOut,
     ErrorOut,
@@ -30,19 +31,27 @@ from environments.serve.api_models import (
     SessionOut,
     TranscriptOut,
 )
-from environments.serve.auth import AuthError
-from environments.serve.config import ServeConfig
-from environments.serve.deps import Caller, LiveServer, live, pieces, server_timing, shielded, sse
-from environments.serve.keys import KeyRecord
-from environments.serve.learning import learn_from_session
-from environments.serve.openai_facade import router as facade
-from environments.serve.parts import build_parts
-from environments.serve.runtime import Forbidden, LiveAdvisor, LiveError, TooLarge, TurnResult
-from environments.serve.store import LiveStore, SessionRecord
-from environments.serve.timing import start_meter
+from environments.live.auth import AuthError
+from environments.live.config import ServeConfig
+from environments.live.deps import Caller, LiveServer, live, pieces, server_timing, shielded, sse
+from environments.live.keys import KeyRecord
+from environments.live.learning import learn_from_session
+from environments.live.openai_facade import router as facade
+from environments.live.parts import build_parts
+from environments.live.runtime import (
+    Forbidden,
+    LibraryReadOnly,
+    LiveAdvisor,
+    LiveError,
+    TooLarge,
+    TurnResult,
+)
+from environments.live.store import LiveStore, SessionRecord
+from environments.live.timing import start_meter
 from simulacra.clock import Clock, SystemClock
 
-log = logging.getLogger("environments.serve")
+log = logging.getLogger("environments.live")
+CONFIG_ENV = "PENSION_LIVE_SERVE_CONFIG"  # the config, as JSON, for worker processes
 MAX_BODY_BYTES = 1_000_000
 KEEPALIVE_S = 15.0
 SessionId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$")]
@@ -253,13 +262,23 @@ async def audit(session_id: SessionId, request: Request, key: Caller) -> AuditOu
     summary="Approve a finished consultation as a case (reviewers); it is redacted first",
     responses={
         403: {"model": ErrorOut, "description": "needs a reviewer or admin key"},
-        409: {"model": ErrorOut, "description": "not eligible: no consent, still open, pending, or done"},
+        409: {
+            "model": ErrorOut,
+            "description": "not eligible: no consent, still open, pending, or done; or the library is "
+            "read-only (several server processes on an embedded library)",
+        },
     },
 )
 async def approve_case(session_id: SessionId, request: Request, key: Caller) -> CaseOut:
     server = live(request)
     if not key.may_review():
         raise Forbidden("only a reviewer may approve a consultation as a case")
+    if not server.config.library_writable():
+        raise LibraryReadOnly(
+            f"this server runs {server.config.server.workers} processes on an embedded case library, "
+            "which they may only read; approve cases on a single-process server (server.workers=1) "
+            "or serve the library from a Chroma server (casebase.store.host)"
+        )
     session = await server.runtime.session_for(key, session_id)
     learned = await learn_from_session(server.store, server.runtime.parts.bases.cases, session, key.owner)
     log.info("session %s approved as case %s by key %s", session_id, learned.case.id, key.id)
@@ -348,10 +367,18 @@ def create_app(config: ServeConfig, clock: Clock | None = None) -> FastAPI:
         return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=exc.headers)
 
     @app.get("/healthz", include_in_schema=False)
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> dict[str, str | int]:
+        # The process id tells a caller (the benchmark) that every worker is up.
+        return {"status": "ok", "process": os.getpid()}
 
     app.include_router(router)
     app.include_router(facade)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one worker process (`server.workers` > 1): its config comes in `CONFIG_ENV`."""
+    config = ServeConfig.model_validate_json(os.environ[CONFIG_ENV])
+    logging.getLogger("environments.live").setLevel(config.server.log_level.upper())
+    return create_app(config)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from environments.serve.config import ServerConfig
-from environments.serve.keys import KeyRecord, hash_key, key_id_of, matches
-from environments.serve.store import LiveStore, RateDecision
+from environments.live.config import ServerConfig
+from environments.live.keys import KeyRecord, hash_key, key_id_of, matches
+from environments.live.store import LiveStore, RateDecision
 
 
 class AuthError(Exception):

@@ -11,9 +11,9 @@ import json
 import sys
 
 from environments.config import ConfigError
-from environments.serve.config import compose_serve_config
-from environments.serve.keys import Scope
-from environments.serve.store import LiveStore
+from environments.live.config import compose_serve_config
+from environments.live.keys import Scope
+from environments.live.store import LiveStore
 from simulacra.clock import SystemClock
 
 

@@ -23,6 +23,7 @@ from environments.config import (
     TrackingConfig,
     describe_validation_error,
 )
+from environments.live import CONF_DIR
 from simulacra.llm.config import LLMConfig
 
 
@@ -47,6 +48,10 @@ class ServerConfig(Strict):
     key_cache_s: float = Field(default=5.0, ge=0)
     rejection_reply: str = Field(min_length=1)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    # Server processes sharing the port (uvicorn workers): the advisor's turn is CPU-bound Python,
+    # so one process uses one core. The store is shared safely (versioned sessions, SQL rate
+    # counts); an embedded Chroma library is read-only to them (see `ServeConfig.library_writable`).
+    workers: int = Field(default=1, ge=1, le=64)
 
 
 class ServeConfig(Strict):
@@ -67,6 +72,17 @@ class ServeConfig(Strict):
     def database_url(self) -> str:
         return self.server.database_url or f"sqlite:///{self.root / 'live.db'}"
 
+    def library_writable(self) -> bool:
+        """Whether this server may add to the case base while it serves.
+
+        Chroma's embedded (persistent) client is not safe for writes from several processes, and
+        a process does not see vectors another one added after it opened the library; a Chroma
+        server (`casebase.store.host`) is. So with several workers on an embedded library the
+        library is only read, and approving a consultation as a case needs `server.workers=1` or
+        a Chroma server.
+        """
+        return self.server.workers == 1 or self.casebase.store.remote
+
     def review_queue_url(self) -> str:
         # The same default as training runs: one queue that the review app works for both.
         return self.validator.review_queue_url or f"sqlite:///{self.root / 'review_queue.db'}"
@@ -86,6 +102,5 @@ def compose_serve_config(overrides: list[str] | None = None) -> ServeConfig:
     """The config as `python -m environments.serve OVERRIDES...` would compose it (for the CLIs)."""
     from hydra import compose, initialize_config_dir
 
-    conf_dir = Path(__file__).resolve().parents[2] / "conf"
-    with initialize_config_dir(str(conf_dir), version_base=None):
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
         return load_serve_config(compose("serve", overrides=list(overrides or [])))

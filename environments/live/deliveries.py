@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from environments.serve.store import MessageRecord
+from environments.live.store import MessageRecord
 
 QUEUE_LIMIT = 100  # a client this far behind is sent nothing more until it reads
 

@@ -12,12 +12,12 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from environments.serve.auth import Authenticator, rate_headers
-from environments.serve.config import ServeConfig
-from environments.serve.keys import KeyRecord
-from environments.serve.runtime import LiveAdvisor
-from environments.serve.store import LiveStore
-from environments.serve.timing import ModelMeter
+from environments.live.auth import Authenticator, rate_headers
+from environments.live.config import ServeConfig
+from environments.live.keys import KeyRecord
+from environments.live.runtime import LiveAdvisor
+from environments.live.store import LiveStore
+from environments.live.timing import ModelMeter
 
 _T = TypeVar("_T")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")

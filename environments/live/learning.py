@@ -4,7 +4,7 @@ Conditions, all checked: the customer agreed to it (`Consent.learning`), the ses
 no reply is still waiting for review, it has not become a case already, and it delivered at
 least one reply. The case keeps the situation and the guidance that passed the gate (or a
 reviewer), with names, addresses, dates, account and National Insurance numbers and the like
-removed first (`environments.serve.redaction`); the customer's name is never stored.
+removed first (`environments.live.redaction`); the customer's name is never stored.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from casebase.models import Case, CaseOutcome
 from compliance.codes import ComplianceCode
 from compliance.models import CustomerProfile
 from environments.learning import SEGMENT_CODES
+from environments.live.redaction import Redactor
+from environments.live.runtime import NotEligible
+from environments.live.store import LiveStore, MessageRecord, SessionRecord, ValidationRow
 from environments.replay import situation_profile
-from environments.serve.redaction import Redactor
-from environments.serve.runtime import NotEligible
-from environments.serve.store import LiveStore, MessageRecord, SessionRecord, ValidationRow
 
 DELIVERED_KINDS = ("reply", "review_delivery")
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from environments.serve.store import MessageRecord
+from environments.live.store import MessageRecord
 from simulacra.agent import RetrievedItem
 from simulacra.clock import Clock
 from simulacra.embeddings.base import Embedder

@@ -20,10 +20,10 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from environments.serve.deps import Caller, live, pieces, server_timing, shielded
-from environments.serve.keys import KeyRecord
-from environments.serve.runtime import LiveError, TurnResult
-from environments.serve.timing import start_meter
+from environments.live.deps import Caller, live, pieces, server_timing, shielded
+from environments.live.keys import KeyRecord
+from environments.live.runtime import LiveError, TurnResult
+from environments.live.timing import start_meter
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 

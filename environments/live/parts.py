@@ -7,7 +7,10 @@ session a reviewer's decision goes back to) and every provider is timed per requ
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +24,9 @@ from compliance.review_queue import ReviewQueue
 from compliance.scripted import register_compliance_handlers
 from compliance.validator_gate import ComplianceGate
 from environments.config import EmbedderConfig
+from environments.live.config import ServeConfig
+from environments.live.timing import time_model_calls
 from environments.scripted import register_pension_handlers
-from environments.serve.config import ServeConfig
-from environments.serve.timing import time_model_calls
 from environments.tasks import PROMPTS_DIR
 from environments.tools import AdvisorTools
 from simulacra import PROMPTS_DIR as SIMULACRA_PROMPTS
@@ -101,6 +104,27 @@ def library_config(app: ServeConfig) -> CasebaseConfig:
     return app.casebase.model_copy(update={"store": store})
 
 
+@contextmanager
+def library_lock(library: CasebaseConfig) -> Iterator[None]:
+    """Hold the embedded library for this process alone (the server's workers open it in turn).
+
+    Chroma's embedded client is not safe for concurrent writers, and opening a fresh library
+    creates its collections (and may seed it with knowledge cases); a process that opens it
+    after another has finished sees everything the other wrote.
+    """
+    if library.store.remote:
+        yield  # a Chroma server orders concurrent clients itself
+        return
+    lock = library.store.path.with_name(library.store.path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 async def build_parts(app: ServeConfig, clock: Clock) -> AdvisorParts:
     handlers = ScriptedHandlers()
     for register in REGISTRARS:
@@ -129,9 +153,11 @@ async def build_parts(app: ServeConfig, clock: Clock) -> AdvisorParts:
         max_refinements=app.validator.max_refinements,
         escalations=ReviewQueueSink(review_queue, source="live", mode=app.validator.mode),
     )
-    bases = open_bases(library_config(app), embedder, clock, llm)
-    if app.advisor.use_cases and app.advisor.knowledge_cases and bases.cases.size == 0:
-        await learn_knowledge(bases.cases, knowledge, validator)
+    library = library_config(app)
+    with library_lock(library):
+        bases = open_bases(library, embedder, clock, llm)
+        if app.advisor.use_cases and app.advisor.knowledge_cases and bases.cases.size == 0:
+            await learn_knowledge(bases.cases, knowledge, validator)
     return AdvisorParts(
         llm=llm,
         embedder=embedder,

@@ -20,20 +20,20 @@ from pydantic import BaseModel
 
 from compliance.review_queue import Outcome
 from environments.advisor import AdvisorSession, AdvisorTurn, ConsultationState
-from environments.serve.config import ServeConfig
-from environments.serve.customer import Consent, LiveCustomer, LiveProfile
-from environments.serve.deliveries import DeliveryHub
-from environments.serve.interpret import read_message
-from environments.serve.keys import KeyRecord
-from environments.serve.memory import (
+from environments.live.config import ServeConfig
+from environments.live.customer import Consent, LiveCustomer, LiveProfile
+from environments.live.deliveries import DeliveryHub
+from environments.live.interpret import read_message
+from environments.live.keys import KeyRecord
+from environments.live.memory import (
     CUSTOMER_MEMORY,
     CustomerMemory,
     ResumableClock,
     new_nodes,
     restore_nodes,
 )
-from environments.serve.parts import AdvisorParts
-from environments.serve.store import (
+from environments.live.parts import AdvisorParts
+from environments.live.store import (
     Delivery,
     LiveStore,
     MessageRecord,
@@ -43,11 +43,11 @@ from environments.serve.store import (
     TurnWrite,
     VersionConflict,
 )
-from environments.serve.timing import current_meter
+from environments.live.timing import current_meter
 from simulacra.agent import AgentState, ExtraSource
 from simulacra.clock import Clock
 
-log = logging.getLogger("environments.serve")
+log = logging.getLogger("environments.live")
 CACHED_SESSIONS = 2000  # advisor sessions kept in memory; older ones are rebuilt from the store
 CUSTOMER_STATEMENTS = 50  # how much of a customer's earlier sessions their memory holds
 
@@ -91,6 +91,10 @@ class NotEligible(LiveError):
 class Forbidden(LiveError):
     status = 403
     code = "forbidden"
+
+
+class LibraryReadOnly(LiveError):
+    code = "library_read_only"
 
 
 class TooLarge(LiveError):
@@ -141,6 +145,7 @@ class LiveAdvisor:
         self.hub = DeliveryHub()
         self._cache: OrderedDict[str, LiveSession] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._handled: int | None = None  # the last review outcome this process delivered
 
     # ------------------------------------------------------------------ sessions
 
@@ -364,14 +369,21 @@ class LiveAdvisor:
     # ------------------------------------------------------------------ reviewer decisions
 
     async def deliver_decisions(self) -> int:
-        """Deliver every reviewer decision on a live item since the last one delivered."""
-        cursor = await asyncio.to_thread(self.store.cursor)
+        """Deliver every reviewer decision on a live item since the last one this process handled.
+
+        Each server process keeps its own cursor (starting from the store's, which survives
+        restarts): the first process to reach a decision delivers it, the others find it
+        delivered and still push it to the customers connected to them.
+        """
+        if self._handled is None:
+            self._handled = await asyncio.to_thread(self.store.cursor)
         outcomes = await asyncio.to_thread(
-            self.parts.review_queue.decided_since, cursor, source="live", limit=100
+            self.parts.review_queue.decided_since, self._handled, source="live", limit=100
         )
         for outcome in outcomes:
             await self._deliver(outcome)
         if outcomes:
+            self._handled = outcomes[-1].seq
             await asyncio.to_thread(self.store.advance_cursor, outcomes[-1].seq)
         return len(outcomes)
 

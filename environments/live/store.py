@@ -19,8 +19,8 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
 from compliance.review_queue.schema import from_us, to_us
-from environments.serve import schema
-from environments.serve.keys import IssuedKey, KeyRecord, Scope, hash_key, new_key
+from environments.live import schema
+from environments.live.keys import IssuedKey, KeyRecord, Scope, hash_key, new_key
 from simulacra.clock import Clock
 
 MessageKind = Literal["customer", "reply", "holding", "review_delivery", "review_rejection"]

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
 
 from simulacra.embeddings.base import CachedEmbedder, Embedder
-from simulacra.embeddings.hashing import HashingEmbedder
-from simulacra.embeddings.minilm import MiniLMEmbedder
-from simulacra.embeddings.openai_embedder import OpenAIEmbedder
 from simulacra.llm.errors import ConfigurationError
 
-EMBEDDERS: dict[str, Callable[..., Embedder]] = {
-    "hashing": HashingEmbedder,
-    "minilm": MiniLMEmbedder,
-    "openai": OpenAIEmbedder,
+# Name -> (module, class). A module is imported only when its embedder is built: the OpenAI SDK
+# alone takes seconds to import and MiniLM loads onnxruntime, which a run with another embedder
+# (and every server process at startup) should not pay for.
+EMBEDDERS: dict[str, tuple[str, str]] = {
+    "hashing": ("simulacra.embeddings.hashing", "HashingEmbedder"),
+    "minilm": ("simulacra.embeddings.minilm", "MiniLMEmbedder"),
+    "openai": ("simulacra.embeddings.openai_embedder", "OpenAIEmbedder"),
 }
+
+
+def embedder_class(name: str) -> Callable[..., Embedder]:
+    where = EMBEDDERS.get(name)
+    if where is None:
+        raise ConfigurationError(f"unknown embedder '{name}'; choose one of: {', '.join(EMBEDDERS)}")
+    module, attribute = where
+    return getattr(importlib.import_module(module), attribute)
 
 
 def build_embedder(
@@ -27,9 +36,7 @@ def build_embedder(
     Option names are checked here so a typo in a config file fails with the accepted names
     instead of a bare TypeError from a constructor.
     """
-    factory = EMBEDDERS.get(name)
-    if factory is None:
-        raise ConfigurationError(f"unknown embedder '{name}'; choose one of: {', '.join(EMBEDDERS)}")
+    factory = embedder_class(name)
     accepted = list(inspect.signature(factory).parameters)
     unknown = sorted(set(options) - set(accepted))
     if unknown:

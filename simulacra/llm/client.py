@@ -69,16 +69,44 @@ class ChainLink:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Variables travel as plain JSON data (the scripted provider and the cache key read them)."""
+    """Variables travel as plain JSON data (the scripted provider and the cache key read them).
+
+    Models become their JSON dump, sets and tuples lists, anything else its `str`. One pass
+    through the C JSON encoder and decoder: walking the (often large, mostly plain) variables in
+    Python cost more than the rest of a scripted call.
+    """
+    try:
+        return json.loads(json.dumps(value, default=_jsonable_leaf, allow_nan=True))
+    except TypeError:
+        # A dict key the encoder will not write (an object, a tuple): write it as its `str`.
+        return _walk(value)
+
+
+def _jsonable_leaf(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, set | frozenset):
+        return list(value)
+    return str(value)
+
+
+def _walk(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {_key(k): _walk(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return json.loads(json.dumps(value, default=str))
+        return [_walk(v) for v in value]
+    return to_jsonable(value)
+
+
+def _key(key: Any) -> str:
+    # As the encoder writes the keys it accepts (1 -> "1", True -> "true"), so both paths agree.
+    if isinstance(key, str):
+        return str.__str__(key)
+    if isinstance(key, int | float | bool) or key is None:
+        return json.dumps(key)
+    return str(key)
 
 
 def parse_output(task: Task, completion: Completion, provider: str) -> Any:

@@ -23,9 +23,9 @@ from compliance.knowledge import load_knowledge
 from compliance.models import CustomerProfile, UtteranceContext
 from compliance.rules import RuleEngine
 from compliance.rules_only import RulesOnlyValidator
-from environments.serve.cli_keys import main as keys_command
-from environments.serve.keys import Scope
-from environments.serve.store import LiveStore
+from environments.live.cli_keys import main as keys_command
+from environments.live.keys import Scope
+from environments.live.store import LiveStore
 from simulacra.clock import SystemClock
 from tests.environments.test_serve_harness import (
     CONSENT,

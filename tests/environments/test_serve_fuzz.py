@@ -14,7 +14,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from environments.serve.keys import Scope
+from environments.live.keys import Scope
 from tests.environments.test_serve_harness import (
     DB_PROFILE,
     PROFILE,

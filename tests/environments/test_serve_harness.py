@@ -23,10 +23,10 @@ import pytest
 import uvicorn
 
 from compliance.review_queue import QueueFilter, ReviewQueue
-from environments.serve.app import create_app
-from environments.serve.config import ServeConfig, compose_serve_config
-from environments.serve.keys import Scope
-from environments.serve.store import LiveStore
+from environments.live.app import create_app
+from environments.live.config import ServeConfig, compose_serve_config
+from environments.live.keys import Scope
+from environments.live.store import LiveStore
 from simulacra.clock import SystemClock
 from tests.postgres import PostgresServer, PostgresUnavailable
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from environments.serve.redaction import Redactor
+from environments.live.redaction import Redactor
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from environments.serve.config import compose_serve_config
+from environments.live.config import compose_serve_config
 from tests.environments.test_serve_harness import (  # noqa: F401 (postgres_server: a fixture)
     DB_PROFILE,
     Reviewer,

@@ -11,13 +11,13 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
-from environments.serve.config import compose_serve_config
-from environments.serve.customer import Consent, LiveProfile
-from environments.serve.interpret import read_message
-from environments.serve.keys import Scope, hash_key, key_id_of, matches, new_key
-from environments.serve.parts import build_parts
-from environments.serve.runtime import LiveAdvisor
-from environments.serve.store import (
+from environments.live.config import compose_serve_config
+from environments.live.customer import Consent, LiveProfile
+from environments.live.interpret import read_message
+from environments.live.keys import Scope, hash_key, key_id_of, matches, new_key
+from environments.live.parts import build_parts
+from environments.live.runtime import LiveAdvisor
+from environments.live.store import (
     Delivery,
     LiveStore,
     NewMessage,
