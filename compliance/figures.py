@@ -10,14 +10,21 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from compliance.knowledge.prefilter import fast_form
+
 FigureKind = Literal["money", "percent", "age", "year"]
 
 _MULTIPLIERS = {"k": 1e3, "thousand": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
+_MONEY_SIGN = r"£\s?(?P<num>\d{1,3}(?:,\d{3})+|\d+)(?P<dec>\.\d{1,2})?(?:\s?(?P<mult>k|m|bn|million|thousand|billion)\b)?"
 _MONEY = re.compile(
-    r"£\s?(?P<num>\d{1,3}(?:,\d{3})+|\d+)(?P<dec>\.\d{1,2})?(?:\s?(?P<mult>k|m|bn|million|thousand|billion)\b)?"
-    r"|\b(?P<num2>\d{1,3}(?:,\d{3})+|\d+)(?P<dec2>\.\d{1,2})?\s?(?:pounds|quid)\b"
+    _MONEY_SIGN + r"|\b(?P<num2>\d{1,3}(?:,\d{3})+|\d+)(?P<dec2>\.\d{1,2})?\s?(?:pounds|quid)\b"
 )
-_PERCENT = re.compile(r"(?<![\d.])(?P<num>\d{1,3}(?:\.\d+)?)\s?(?:%|per ?cent\b|percent\b)")
+# Without "pound" or "quid" in the text only the first branch can match: run it alone (it opens
+# with "£", so `re` jumps from sign to sign; the second branch is tried at every position).
+_MONEY_SIGN_ONLY = re.compile(_MONEY_SIGN)
+# `(?<![\d.])(?P<num>\d{1,3}(?:\.\d+)?)\s?(?:%|per ?cent\b|percent\b)`, with the look-behind
+# moved behind the first digit so that `re` jumps from digit to digit (the same matches).
+_PERCENT = re.compile(r"(?P<num>\d(?<![\d.]\d)\d{0,2}(?:\.\d+)?)\s?(?:%|per ?cent\b|percent\b)")
 _WORD_FRACTIONS = {
     "a quarter": 25.0,
     "one quarter": 25.0,
@@ -27,7 +34,7 @@ _WORD_FRACTIONS = {
     "two thirds": 200 / 3,
     "half": 50.0,
 }
-_WORD_PERCENT = re.compile(r"\b(?:" + "|".join(_WORD_FRACTIONS) + r")\b")
+_WORD_PERCENT = re.compile(fast_form(r"\b(?:" + "|".join(_WORD_FRACTIONS) + r")\b"))
 _AGE_LEADS = (
     r"age|aged|ages|age of|the age of|at|from|until|till|before|after|reach|reaching|reaches|turn|turning|turns|"
     r"over|under|you're|you are|i'm|i am|when you're|when you are|when you turn|when you reach|by"
@@ -38,26 +45,22 @@ _AGE_NOT_FOLLOWED = (
 )
 # Each pattern captures the number as `num` and, where there is one, the word before it as `lead`
 # ("from 55", "until 57", "at 67"): the figure check reads the lead to tell a minimum from an example.
-_AGE_PATTERNS = (
-    re.compile(
+# (Compiled through `fast_form`, which at most moves a leading `\b` behind the first letter.)
+_AGE_PATTERNS = tuple(
+    re.compile(fast_form(pattern))
+    for pattern in (
         r"\b(?P<lead>(?:"
         + _AGE_LEADS
         + r")(?:\s+(?:the\s+)?age(?:\s+of)?)?)\s+(?P<num>\d{2,3})\b"
-        + _AGE_NOT_FOLLOWED
-    ),
-    re.compile(r"\b(?P<num>\d{2,3})(?:\s+|-)years?[\s-]old\b"),
-    # "the earliest you can normally get at your pension is 55": the age closes a clause about a boundary.
-    re.compile(
+        + _AGE_NOT_FOLLOWED,
+        r"\b(?P<num>\d{2,3})(?:\s+|-)years?[\s-]old\b",
+        # "the earliest you can normally get at your pension is 55": the age closes a clause about a boundary.
         r"\b(?P<lead>earliest|minimum|youngest)\b[^.;,?!]{0,50}?\b(?:is|be|at|from)\s+(?P<num>\d{2})\b"
-        r"(?!\s*(?:%|,\d|\.\d|years?\b(?!\s+old)|months?|weeks?|days?))"
-    ),
-    re.compile(
+        r"(?!\s*(?:%|,\d|\.\d|years?\b(?!\s+old)|months?|weeks?|days?))",
         r"\b(?P<lead>rises?|rising|going up|goes up|increases?|increasing|moving|moves|move|go up|up)\s+"
-        r"(?:from\s+\d{2}\s+)?to\s+(?P<num>\d{2})\b(?!\s*(?:%|,\d))"
-    ),
-    re.compile(
-        r"\b(?P<lead>age)\s+(?:is|will be|would be|is likely to be|is currently|was|of)\s+(?P<num>\d{2})\b(?!\s*%)"
-    ),
+        r"(?:from\s+\d{2}\s+)?to\s+(?P<num>\d{2})\b(?!\s*(?:%|,\d))",
+        r"\b(?P<lead>age)\s+(?:is|will be|would be|is likely to be|is currently|was|of)\s+(?P<num>\d{2})\b(?!\s*%)",
+    )
 )
 _DIGIT = re.compile(r"\d")
 _SPACE_TWO_DIGITS = re.compile(r"\s\d\d")
@@ -73,8 +76,12 @@ _AGE_PATTERNS_GATED = (
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 # A year is four digits not part of an amount ("£2,015", "2015%") or a tax year ("2015/16"); a
 # comma after it ends a clause ("banned since 2015, so...").
-_YEAR = re.compile(r"(?<![£\d,./])\b(?P<year>19[5-9]\d|20[0-9]\d)\b(?!\s?/\s?\d)(?!%|\d|,\d)")
-_TAX_YEAR = re.compile(r"\b20\d\d/\d\d\b")
+# (Written `(?<![£\d,./])\b(?P<year>19[5-9]\d|20[0-9]\d)` with both look-behinds moved behind the
+# first digit, so that `re` jumps from "1" or "2" to the next: the same matches.)
+_YEAR = re.compile(
+    r"(?P<year>1(?<![£\d,./]1)(?<=\b1)9[5-9]\d|2(?<![£\d,./]2)(?<=\b2)0[0-9]\d)\b(?!\s?/\s?\d)(?!%|\d|,\d)"
+)
+_TAX_YEAR = re.compile(fast_form(r"\b20\d\d/\d\d\b"))
 _AGE_RANGE = range(16, 111)
 
 
@@ -89,8 +96,9 @@ class ExtractedFigure:
 
 
 def _money_value(match: re.Match[str]) -> float:
-    num = match.group("num") or match.group("num2")
-    dec = match.group("dec") or match.group("dec2") or ""
+    groups = match.groupdict()  # the sign-only pattern has no num2 or dec2
+    num = groups["num"] or groups["num2"]
+    dec = groups["dec"] or groups.get("dec2") or ""
     value = float(num.replace(",", "") + dec)
     mult = match.group("mult")
     return value * _MULTIPLIERS[mult] if mult else value
@@ -110,8 +118,9 @@ def extract_figures(text: str) -> list[ExtractedFigure]:
         return []
     found: list[ExtractedFigure] = []
     taken: list[tuple[int, int]] = []
-    if digits and ("£" in text or "pound" in text or "quid" in text):
-        for m in _MONEY.finditer(text):
+    words = "pound" in text or "quid" in text
+    if digits and ("£" in text or words):
+        for m in (_MONEY if words else _MONEY_SIGN_ONLY).finditer(text):
             found.append(ExtractedFigure("money", _money_value(m), m.start(), m.end(), m.group()))
             taken.append(m.span())
     if digits and ("%" in text or "cent" in text):

@@ -10,51 +10,57 @@ import re
 
 from compliance.codes import ComplianceCode
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern
+from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner
 from compliance.models import RuleHit
-from compliance.rules.base import Analysis, BaseRule, cleared_by, kb_source
+from compliance.rules.base import Analysis, BaseRule, kb_source
 
 
 class _PatternRule(BaseRule):
     guard_id: str = ""
 
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: KnowledgeBase, scanner: LiteralScanner | None = None) -> None:
         self.source = kb_source(kb, "fair_clear_not_misleading")
-        self._patterns = kb.patterns("prohibited", self.code)
-        # Over the advisor's own words one clause a line, so "^" and "$" still mean clause edges.
-        self._any = FilteredPattern([p.pattern for p in self._patterns], re.MULTILINE)
-        # (description, per-clause regex, whole-text regex) read once from the pydantic items.
+        scanner = scanner or LiteralScanner()
+        # (description, per-clause regex, whole-text regex) read once from the pydantic items. The
+        # whole-text regex runs over the advisor's own words one clause a line, so "^" and "$"
+        # still mean clause edges.
         self._compiled = [
-            (p.description, p.regex, FilteredPattern.of(p.pattern, re.MULTILINE)) for p in self._patterns
+            (p.description, scanner.bind(p.regex), scanner.bind(FilteredPattern.of(p.pattern, re.MULTILINE)))
+            for p in kb.patterns("prohibited", self.code)
         ]
-        self._guard = next(p.regex for p in kb.patterns("permitted", self.code) if p.id == self.guard_id)
+        guard = next(p.regex for p in kb.patterns("permitted", self.code) if p.id == self.guard_id)
+        self._guard = scanner.bind(guard)
         # A clause that names a scam tactic ("promises of guaranteed returns are a red flag")
         # describes someone else's claim, not the advisor's.
-        self._named = kb.lexicon("pressure_named").regex
+        self._named = scanner.bind(kb.lexicon("pressure_named").regex)
 
     def matches(self, a: Analysis) -> list[tuple[str, str]]:
-        # Each pattern is searched for in the advisor's own words as a whole; only the clauses its
-        # matches touch are then checked, clause by clause and in order.
-        if not self._any.may_match(a.own_text):
+        # Each pattern that can match (its literals occur in the reply) is searched for in the
+        # advisor's own words as a whole; only the clauses its matches touch are then checked,
+        # clause by clause and in order.
+        scan = a.unquoted_scan
+        own = a.own_text if scan is None else ""
+        candidates = [entry for entry in self._compiled if entry[2].may_match(scan, own)]
+        if not candidates:
             return []
         touched = [
-            (description, regex, set(a.clauses_touched(whole)))
-            for description, regex, whole in self._compiled
-            if whole.may_match(a.own_text)
+            (description, regex, set(a.clauses_touched(whole, scan)))
+            for description, regex, whole in candidates
         ]
         touched = [t for t in touched if t[2]]
         if not touched:
             return []
         found: list[tuple[str, str]] = []
         for index, clause in enumerate(a.own_clauses):
-            if not any(index in clauses for _, _, clauses in touched) or self._named.search(clause.text):
+            text = clause.text
+            if not any(index in clauses for _, _, clauses in touched) or self._named.search(text, scan):
                 continue
             for description, regex, clauses in touched:
                 if index not in clauses:
                     continue
-                match = regex.search(clause.text)
-                if match and not cleared_by(clause.text[: match.start()], self._guard):
-                    found.append((description, clause.text))
+                match = regex.search(text, scan)
+                if match and self._guard.search(text[: match.start()], scan) is None:
+                    found.append((description, text))
         return found
 
 

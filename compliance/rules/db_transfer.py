@@ -17,14 +17,15 @@ class DbWarningRule(BaseRule):
     def __init__(self, kb: KnowledgeBase, topics: Topics) -> None:
         self.source = kb_source(kb, "db_advice_requirement", "db_starting_view")
         self._topics = topics
-        self._loss = kb.lexicon("db_warning_loss").regex
-        self._benefit = kb.lexicon("db_warning_benefit").regex
-        self._direct = kb.lexicon("db_warning_direct").regex
+        self._loss = topics.scanner.bind(kb.lexicon("db_warning_loss").regex)
+        self._benefit = topics.scanner.bind(kb.lexicon("db_warning_benefit").regex)
+        self._direct = topics.scanner.bind(kb.lexicon("db_warning_direct").regex)
 
     def warned(self, a: Analysis) -> bool:
-        if self._direct.search(a.advisor):
+        scan = a.advisor_scan
+        if self._direct.search(a.advisor, scan):
             return True
-        return any(self._loss.search(s) and self._benefit.search(s) for s in a.advisor_sentences)
+        return any(self._loss.search(s, scan) and self._benefit.search(s, scan) for s in a.advisor_sentences)
 
     def check(self, a: Analysis) -> list[RuleHit]:
         if not self._topics.db_transfer_in_play(a) or self.warned(a):

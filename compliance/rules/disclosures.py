@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from compliance.codes import ComplianceCode
 from compliance.knowledge import KnowledgeBase
+from compliance.knowledge.prefilter import LiteralScanner
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, kb_source
 from compliance.rules.topics import Topics
@@ -18,26 +19,30 @@ class RiskDisclosureRule(BaseRule):
     rule_id = "disclosure.risk"
     code = ComplianceCode.MISSING_RISK_DISCLOSURE
 
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: KnowledgeBase, scanner: LiteralScanner | None = None) -> None:
         self.source = kb_source(kb, "stronger_nudge", "consumer_understanding")
-        self._options = kb.lexicon("option_terms").regex
-        self._risk = kb.lexicon("risk_language").regex
-        self._denied = kb.lexicon("risk_negation").regex
-        self._pension_wise = kb.lexicon("pension_wise").regex
-        self._signpost = kb.lexicon("adviser_signpost").regex
-        self._not_option = kb.lexicon("not_option_context").regex
-        self._process = kb.lexicon("access_process").regex
-        self._negation = kb.lexicon("transfer_negation").regex
-        self._scam_addressed = kb.lexicon("scam_addressed").regex
+        scanner = scanner or LiteralScanner()
+        self._options = scanner.bind(kb.lexicon("option_terms").regex)
+        self._risk = scanner.bind(kb.lexicon("risk_language").regex)
+        self._denied = scanner.bind(kb.lexicon("risk_negation").regex)
+        self._pension_wise = scanner.bind(kb.lexicon("pension_wise").regex)
+        self._signpost = scanner.bind(kb.lexicon("adviser_signpost").regex)
+        self._not_option = scanner.bind(kb.lexicon("not_option_context").regex)
+        self._process = scanner.bind(kb.lexicon("access_process").regex)
+        self._negation = scanner.bind(kb.lexicon("transfer_negation").regex)
+        self._scam_addressed = scanner.bind(kb.lexicon("scam_addressed").regex)
 
     def _customer_option(self, a: Analysis) -> bool:
         """The customer's question names an option they might take (not negated, not about
         allowances, death benefits or a scam)."""
+        scan = a.customer_scan
+        if not self._options.may_match(scan, a.customer):
+            return False
         for sentence in sentences(a.customer):
-            if self._not_option.search(sentence):
+            if self._not_option.search(sentence, scan):
                 continue
-            for match in self._options.finditer(sentence):
-                if not self._negation.search(sentence[: match.start()]):
+            for match in self._options.finditer(sentence, scan):
+                if not self._negation.search(sentence[: match.start()], scan):
                     return True
         return False
 
@@ -45,27 +50,38 @@ class RiskDisclosureRule(BaseRule):
         """The customer asks about an option (or how to go about it) and the reply is not a scam
         warning: an answer that gives only the upside or the steps still describes the option."""
         return (
-            ("?" in a.customer or self._process.search(a.customer) is not None)
-            and self._scam_addressed.search(a.advisor) is None
+            ("?" in a.customer or self._process.search(a.customer, a.customer_scan) is not None)
+            and self._scam_addressed.search(a.advisor, a.advisor_scan) is None
             and self._customer_option(a)
         )
+
+    def _names_a_risk(self, a: Analysis) -> bool:
+        """A risk is named in the reply once denials of risk ("no risk of...") are blanked out."""
+        text, scan = a.advisor, a.advisor_scan
+        if self._denied.may_match(scan, text):
+            blanked = self._denied.sub(" ", text, scan)
+            # Blanking makes new neighbours: a changed text is scanned afresh.
+            if blanked != text:
+                text, scan = blanked, a.scan(blanked)
+        return self._risk.search(text, scan) is not None
 
     def check(self, a: Analysis) -> list[RuleHit]:
         # A reply that names a risk passes whatever it describes: look for that first (one search),
         # and for an option term anywhere, before walking the sentences.
-        if self._risk.search(self._denied.sub(" ", a.advisor)):
+        if self._names_a_risk(a):
             return []
-        if self._options.search(a.advisor_unquoted) is None and not self._asks_about_option(a):
+        scan = a.unquoted_scan
+        if self._options.search(a.advisor_unquoted, scan) is None and not self._asks_about_option(a):
             return []
         described = None
         for sentence in a.unquoted_sentences:
             if (
-                self._pension_wise.search(sentence)
-                or self._signpost.search(sentence)
-                or self._not_option.search(sentence)
+                self._pension_wise.search(sentence, scan)
+                or self._signpost.search(sentence, scan)
+                or self._not_option.search(sentence, scan)
             ):
                 continue
-            match = self._options.search(sentence)
+            match = self._options.search(sentence, scan)
             if match:
                 described = sentence
                 break
@@ -84,12 +100,14 @@ class PensionWiseNudgeRule(BaseRule):
     def __init__(self, kb: KnowledgeBase, topics: Topics) -> None:
         self.source = kb_source(kb, "stronger_nudge")
         self._topics = topics
-        self._pension_wise = kb.lexicon("pension_wise").regex
+        self._pension_wise = topics.scanner.bind(kb.lexicon("pension_wise").regex)
 
     def check(self, a: Analysis) -> list[RuleHit]:
         # The nudge is owed once per journey: one given earlier in the conversation counts. (Tested
         # first: one literal search, where deciding that access is discussed takes several.)
-        if self._pension_wise.search(a.advisor) or self._pension_wise.search(a.earlier_advisor):
+        if self._pension_wise.search(a.advisor, a.advisor_scan):
+            return []
+        if self._pension_wise.search(a.earlier_advisor, None):
             return []
         if not self._topics.dc_access_discussed(a):
             return []

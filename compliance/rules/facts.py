@@ -22,7 +22,7 @@ from compliance.calculators import (
 from compliance.codes import ComplianceCode
 from compliance.figures import ExtractedFigure, extract_figures
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern
+from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, ScannedPattern
 from compliance.knowledge.schema import FigureConcept
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule
@@ -98,20 +98,27 @@ class FigureCheckRule(BaseRule):
     rule_id = "facts.figures"
     code = ComplianceCode.FACTUAL_ERROR
 
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: KnowledgeBase, scanner: LiteralScanner | None = None) -> None:
         self.kb = kb
         self.source = (
             "COBS 4.2.1R; figures and sources in the knowledge base (tax year " + kb.meta.tax_year + ")"
         )
+        scanner = scanner or LiteralScanner()
+
+        def lexicon(key: str) -> ScannedPattern:
+            return scanner.bind(kb.lexicon(key).regex)
+
         self._concepts = kb.figure_concepts
-        self._approx = kb.lexicon("approximation_cues").regex
-        self._negated = kb.lexicon("figure_negation").regex
-        self._history_cues = kb.lexicon("historical_figure").regex
-        self._cap_cues = kb.lexicon("tax_free_cap_cues").regex
-        self._general = kb.lexicon("general_rule_cues").regex
-        self._denied = kb.lexicon("deadline_denial").regex
-        self._timing = kb.lexicon("birthday_timing").regex
-        self._you = kb.lexicon("second_person").regex
+        # Every cue is searched in a sentence of the unquoted reply (or a part of one) with the
+        # scan of the unquoted reply, which covers them all.
+        self._approx = lexicon("approximation_cues")
+        self._negated = lexicon("figure_negation")
+        self._history_cues = lexicon("historical_figure")
+        self._cap_cues = lexicon("tax_free_cap_cues")
+        self._general = lexicon("general_rule_cues")
+        self._denied = lexicon("deadline_denial")
+        self._timing = lexicon("birthday_timing")
+        self._you = lexicon("second_person")
         self._exact = kb.figure_check.exact_tolerance
         self._approximate = kb.figure_check.approximate_tolerance
         self._fraction = kb.figure("tax_free_cash_fraction").value
@@ -142,13 +149,18 @@ class FigureCheckRule(BaseRule):
             if d is not None
         }
         self._minimum_by_age: dict[int, list[int]] = {}
-        self._by_kind: dict[str, list[tuple[FigureConcept, re.Pattern[str]]]] = {}
+        self._by_kind: dict[str, list[tuple[FigureConcept, ScannedPattern]]] = {}
         for concept in self._concepts:
-            self._by_kind.setdefault(concept.kind, []).append((concept, concept.regex))
+            self._by_kind.setdefault(concept.kind, []).append((concept, scanner.bind(concept.regex)))
         # Read once: attribute access on the pydantic items costs more than the regex test.
-        self._historical_cues = {concept.key: concept.historical for concept in self._concepts}
+        self._historical_cues = {
+            concept.key: None if concept.historical is None else scanner.bind(concept.historical)
+            for concept in self._concepts
+        }
         self._kind_gates = {
-            kind: FilteredPattern([phrase for concept, _ in pairs for phrase in concept.phrases])
+            kind: scanner.bind(
+                FilteredPattern([phrase for concept, _ in pairs for phrase in concept.phrases])
+            )
             for kind, pairs in self._by_kind.items()
         }
         self._fixed = {
@@ -200,7 +212,7 @@ class FigureCheckRule(BaseRule):
             values = {self._lsa} | self._known_amounts(a)
             # A share above the cap is only right as an uncapped illustration ("25% of £1.4m would
             # be £350,000, but..."), never where the clause speaks of the cap or the most available.
-            capped_clause = self._cap_cues.search(bound.clause) is not None
+            capped_clause = self._cap_cues.search(bound.clause, a.unquoted_scan) is not None
             for base in bases:
                 share = base * self._fraction
                 values |= {min(share, self._lsa), base - share}
@@ -212,12 +224,13 @@ class FigureCheckRule(BaseRule):
         if derived == "state_pension_annual":
             weekly = set(self._fixed[concept.key])
             historical = self._historical_cues[concept.key]
-            if historical is not None and historical.search(bound.sentence):
+            if historical is not None and historical.search(bound.sentence, a.unquoted_scan):
                 weekly |= self._historical[concept.key]
             return {v * self._weeks for v in weekly}
         if derived == "state_pension_age":
             values = {float(y) for y in state_pension_age(profile.age, self.kb).whole_years()}
-            if self._general.search(bound.clause) or not self._you.search(bound.clause):
+            scan = a.unquoted_scan
+            if self._general.search(bound.clause, scan) or not self._you.search(bound.clause, scan):
                 ages = self._spa_ages if "born" in bound.sentence else self._spa_ages_now
                 values |= {float(y) for y in ages}
             return values
@@ -235,23 +248,24 @@ class FigureCheckRule(BaseRule):
 
     def _minimum_age_values(self, fig: ExtractedFigure, bound: _Bound, a: Analysis) -> set[float]:
         personal = {float(age) for age in self._personal_minimum(a.ctx.customer.age)}
-        if not self._you.search(bound.clause):
+        scan = a.unquoted_scan
+        if not self._you.search(bound.clause, scan):
             # A statement of the rule itself: today's age, and the later one where the change is named.
             general = {self._nmpa_now}
-            if self._general.search(bound.sentence):
+            if self._general.search(bound.sentence, scan):
                 general.add(self._nmpa_later)
             return general | personal
-        if fig.lead in _BIRTHDAY_LEADS and self._timing.search(bound.sentence[: fig.start]):
+        if fig.lead in _BIRTHDAY_LEADS and self._timing.search(bound.sentence[: fig.start], scan):
             # "...rises to 57 in 2028, before you turn 55": the customer's own birthday used to
             # place an event in time is not a claim about when they can take money.
             return {fig.value}
-        if fig.lead in _DEADLINE_LEADS and self._denied.search(_before_in_clause(bound, fig)):
+        if fig.lead in _DEADLINE_LEADS and self._denied.search(_before_in_clause(bound, fig), scan):
             # "You can't take it before 55" is true for anyone whose minimum is 55 or later.
             return {fig.value} if fig.value <= max(personal) else personal
         if fig.lead in _BOUNDARY_LEADS:
             # "You can access it from 55, rising to 57 from 6 April 2028": the sentence states the
             # rule and its change, so today's age is right even for someone who will wait till 57.
-            if self._general.search(bound.sentence) and self._names_later_age(bound.sentence):
+            if self._general.search(bound.sentence, scan) and self._names_later_age(bound.sentence):
                 return personal | {self._nmpa_now, self._nmpa_later}
             return personal
         # "At 60 you can take it": any age at or above the customer's minimum is right.
@@ -266,7 +280,7 @@ class FigureCheckRule(BaseRule):
         concept = bound.concept
         values = set(self._fixed[concept.key])
         historical = self._historical_cues[concept.key]
-        if historical is not None and historical.search(bound.sentence):
+        if historical is not None and historical.search(bound.sentence, a.unquoted_scan):
             if not concept.historical_accepts:
                 return None
             values |= self._historical[concept.key]
@@ -274,12 +288,12 @@ class FigureCheckRule(BaseRule):
             values |= self._derived(concept, fig, bound, a)
         return values
 
-    def _tolerance(self, fig: ExtractedFigure, sentence: str) -> float:
+    def _tolerance(self, fig: ExtractedFigure, sentence: str, scan: Scan | None) -> float:
         """Relative slack: none for ages and years (57 is not 'about 55'), rounding for amounts,
         more when the figure is hedged ("about £12,500")."""
         if fig.kind in ("age", "year"):
             return 0.0
-        approximate = self._approx.search(sentence[max(0, fig.start - 25) : fig.start]) is not None
+        approximate = self._approx.search(sentence[max(0, fig.start - 25) : fig.start], scan) is not None
         return self._approximate if approximate else self._exact
 
     @staticmethod
@@ -296,28 +310,45 @@ class FigureCheckRule(BaseRule):
             found = memo[key] = [m.span() for m in _CLAUSE_BREAK.finditer(sentence)]
         return found
 
-    def _spans(self, text: str, kind: str, memo: dict) -> list[tuple[FigureConcept, list[tuple[int, int]]]]:
-        """The phrases of this kind's concepts found in `text`, found once per text and kind
-        however many figures the text has."""
+    def _spans(
+        self, text: str, kind: str, memo: dict, scan: Scan | None
+    ) -> list[tuple[FigureConcept, list[tuple[int, int]]]]:
+        """The phrases of this kind's concepts found in `text` (`scan`: a scan covering it), found
+        once per text and kind however many figures the text has."""
         key = (text, kind)
         found = memo.get(key)
         if found is None:
             found = []
-            gate = self._kind_gates.get(kind)
-            # One gate pass for all of this kind's phrases before trying each concept.
-            if gate is not None and gate.may_match(text):
-                for concept, regex in self._by_kind[kind]:
-                    spans = [m.span() for m in regex.finditer(text)]
-                    if spans:
-                        found.append((concept, spans))
+            for concept, regex in self._candidates(kind, text, scan, memo):
+                spans = [m.span() for m in regex.finditer(text, scan)]
+                if spans:
+                    found.append((concept, spans))
             memo[key] = found
         return found
 
+    def _candidates(
+        self, kind: str, text: str, scan: Scan | None, memo: dict
+    ) -> list[tuple[FigureConcept, ScannedPattern]]:
+        """This kind's concepts whose phrases may occur under `scan` (once per scan and kind)."""
+        if scan is None:  # no scan to share: test the kind's gate on this text
+            gate = self._kind_gates.get(kind)
+            return self._by_kind[kind] if gate is not None and gate.may_match(None, text) else []
+        key = ("candidates", kind, scan)
+        found = memo.get(key)
+        if found is None:
+            gate = self._kind_gates.get(kind)
+            found = memo[key] = (
+                [pair for pair in self._by_kind[kind] if pair[1].may_match(scan)]
+                if gate is not None and gate.may_match(scan)
+                else []
+            )
+        return found
+
     def _concepts_in(
-        self, text: str, kind: str, fig: ExtractedFigure | None, offset: int, memo: dict
+        self, text: str, kind: str, fig: ExtractedFigure | None, offset: int, memo: dict, scan: Scan | None
     ) -> list[FigureConcept]:
         found = []
-        for concept, spans in self._spans(text, kind, memo):
+        for concept, spans in self._spans(text, kind, memo, scan):
             if concept.max_gap is None:
                 found.append(concept)
                 continue
@@ -339,15 +370,20 @@ class FigureCheckRule(BaseRule):
     ) -> list[_Bound]:
         clause = _clause_around(sentence, fig.start, self._breaks(sentence, memo))
         clause_offset = sentence.find(clause)
+        scan = a.unquoted_scan
         # Adjacent phrases (max_gap) only bind within the figure's own clause.
-        concepts = self._concepts_in(clause, fig.kind, fig, clause_offset, memo)
+        concepts = self._concepts_in(clause, fig.kind, fig, clause_offset, memo, scan)
         if not concepts:
-            concepts = [c for c in self._concepts_in(sentence, fig.kind, fig, 0, memo) if c.max_gap is None]
+            concepts = [
+                c for c in self._concepts_in(sentence, fig.kind, fig, 0, memo, scan) if c.max_gap is None
+            ]
         if concepts:
             return [_Bound(c, clause, sentence) for c in concepts]
         if first:
             concepts = [
-                c for c in self._concepts_in(a.customer, fig.kind, None, 0, memo) if c.max_gap is None
+                c
+                for c in self._concepts_in(a.customer, fig.kind, None, 0, memo, a.customer_scan)
+                if c.max_gap is None
             ]
             return [_Bound(c, clause, sentence) for c in concepts]
         return []
@@ -357,18 +393,19 @@ class FigureCheckRule(BaseRule):
         if not a.has_digits_or_fractions:
             return []
         memo: dict = {}
+        scan = a.unquoted_scan
         for index, sentence in enumerate(a.unquoted_sentences):
             for fig in extract_figures(sentence):
-                if self._negated.search(sentence[max(0, fig.start - _NEGATION_WINDOW) : fig.start]):
+                if self._negated.search(sentence[max(0, fig.start - _NEGATION_WINDOW) : fig.start], scan):
                     continue
                 bound = self._bind(fig, sentence, index == 0, a, memo)
                 if not bound:
                     continue
                 if fig.kind != "year" and self._history_cues.search(
-                    _clause_around(sentence, fig.start, self._breaks(sentence, memo))
+                    _clause_around(sentence, fig.start, self._breaks(sentence, memo)), scan
                 ):
                     continue  # "it used to be £40,000": history, not a claim about today
-                tolerance = self._tolerance(fig, sentence)
+                tolerance = self._tolerance(fig, sentence, scan)
                 expected: set[float] = set()
                 right = False
                 for b in bound:
@@ -393,22 +430,22 @@ class FalseClaimRule(BaseRule):
     rule_id = "facts.false_claims"
     code = ComplianceCode.FACTUAL_ERROR
 
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: KnowledgeBase, scanner: LiteralScanner | None = None) -> None:
         self.source = "COBS 4.2.1R; false claims in the knowledge base"
-        self._claims = [(c, re.compile(c.unless) if c.unless else None) for c in kb.false_claims]
-        # One filtered search over every claim: most replies make none, and then no claim is tried.
-        self._any = FilteredPattern([c.pattern for c in kb.false_claims]) if kb.false_claims else None
+        scanner = scanner or LiteralScanner()
+        self._claims = [
+            (c, scanner.bind(c.regex), re.compile(c.unless) if c.unless else None) for c in kb.false_claims
+        ]
 
     def check(self, a: Analysis) -> list[RuleHit]:
+        # Each claim runs only if its literals occur in the reply: most replies make none.
         hits: list[RuleHit] = []
-        text = a.advisor_unquoted
-        if self._any is None or self._any.search(text) is None:
-            return hits
-        for claim, unless in self._claims:
-            if claim.regex.search(text) is None:
+        text, scan = a.advisor_unquoted, a.unquoted_scan
+        for claim, regex, unless in self._claims:
+            if regex.search(text, scan) is None:
                 continue
             for sentence in a.unquoted_sentences:
-                if claim.regex.search(sentence) and not (unless and unless.search(sentence)):
+                if regex.search(sentence, scan) and not (unless and unless.search(sentence)):
                     hits.append(
                         RuleHit(
                             rule_id=self.rule_id,
@@ -431,11 +468,12 @@ class EarlyAccessClaimRule(BaseRule):
     rule_id = "facts.early_access"
     code = ComplianceCode.FACTUAL_ERROR
 
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: KnowledgeBase, scanner: LiteralScanner | None = None) -> None:
         self.kb = kb
         self.source = "Finance Act 2004 s279; Finance Act 2022 s10 (normal minimum pension age)"
-        self._claim = kb.lexicon("access_now_claim").regex
-        self._cleared = kb.lexicon("access_now_cleared").regex
+        scanner = scanner or LiteralScanner()
+        self._claim = scanner.bind(kb.lexicon("access_now_claim").regex)
+        self._cleared = scanner.bind(kb.lexicon("access_now_cleared").regex)
         self._minimum_by_age: dict[int, int] = {}
 
     def check(self, a: Analysis) -> list[RuleHit]:
@@ -447,8 +485,9 @@ class EarlyAccessClaimRule(BaseRule):
         minimum = self._minimum_by_age[profile.age]
         if profile.age >= minimum or (not profile.has_dc and not profile.has_db):
             return []
+        scan = a.unquoted_scan
         for sentence in a.unquoted_sentences:
-            if self._claim.search(sentence) and not self._cleared.search(sentence):
+            if self._claim.search(sentence, scan) and not self._cleared.search(sentence, scan):
                 return [
                     self.hit(
                         f"The customer is {profile.age}, below their minimum pension age of {minimum}: "

@@ -16,11 +16,11 @@ class ScamRedFlagRule(BaseRule):
     def __init__(self, kb: KnowledgeBase, topics: Topics) -> None:
         self.source = kb_source(kb, "scams")
         self._topics = topics
-        self._addressed = kb.lexicon("scam_addressed").regex
+        self._addressed = topics.scanner.bind(kb.lexicon("scam_addressed").regex)
 
     def check(self, a: Analysis) -> list[RuleHit]:
         flags = self._topics.scam_flags(a)
-        if not flags or self._addressed.search(a.advisor):
+        if not flags or self._addressed.search(a.advisor, a.advisor_scan):
             return []
         names = ", ".join(flag.description.rstrip(".").lower() for flag in flags)
         return [self.hit(f"Scam red flags not addressed: {names}.", a.ctx.customer_utterance)]

@@ -17,10 +17,10 @@ class AdviceRequestSignpostRule(BaseRule):
     def __init__(self, kb: KnowledgeBase, topics: Topics) -> None:
         self.source = kb_source(kb, "advice_boundary")
         self._topics = topics
-        self._asks = kb.lexicon("asks_for_recommendation").regex
+        self._asks = topics.scanner.bind(kb.lexicon("asks_for_recommendation").regex)
 
     def check(self, a: Analysis) -> list[RuleHit]:
-        match = self._asks.search(a.customer)
+        match = self._asks.search(a.customer, a.customer_scan)
         if match is None or self._topics.signposts_advice(a):
             return []
         return [

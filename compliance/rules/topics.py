@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern
+from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, ScannedPattern
 from compliance.knowledge.schema import ScamRedFlag
 from compliance.models import CustomerProfile
-from compliance.rules.base import Analysis, cleared_by
+from compliance.rules.base import Analysis
 from compliance.text import sentences
 
 # Words in scheme names that say nothing about which scheme is meant.
@@ -50,32 +50,41 @@ def provider_tokens(provider: str) -> list[str]:
 
 
 class Topics:
-    def __init__(self, kb: KnowledgeBase) -> None:
+    """Situations shared by several rules. Patterns are bound to the engine's `LiteralScanner`
+    (a private one when none is given) and searched with the analysis's scans."""
+
+    def __init__(self, kb: KnowledgeBase, scanner: LiteralScanner | None = None) -> None:
         self.kb = kb
-        self._db_terms = kb.lexicon("db_terms").regex
-        self._db_transfer = kb.lexicon("db_transfer_talk").regex
-        self._db_transfer_reply = kb.lexicon("db_transfer_reply").regex
-        self._transfer_negation = kb.lexicon("transfer_negation").regex
-        self._db_left_alone = kb.lexicon("db_left_alone").regex
-        self._access = kb.lexicon("access_intent").regex
-        self._access_process = kb.lexicon("access_process").regex
-        self._customer_reported = kb.lexicon("customer_reported_speech").regex
-        self._first_person = kb.lexicon("first_person").regex
-        self._contribution_question = kb.lexicon("contribution_question").regex
-        self._third_party = kb.lexicon("third_party").regex
-        self._flags = [(flag, flag.regex, flag.needs_third_party) for flag in kb.scam_red_flags]
+        self.scanner = scanner = scanner or LiteralScanner()
+
+        def lexicon(key: str) -> ScannedPattern:
+            return scanner.bind(kb.lexicon(key).regex)
+
+        self._db_terms = lexicon("db_terms")
+        self._db_transfer = lexicon("db_transfer_talk")
+        self._db_transfer_reply = lexicon("db_transfer_reply")
+        self._transfer_negation = lexicon("transfer_negation")
+        self._db_left_alone = lexicon("db_left_alone")
+        self._access = lexicon("access_intent")
+        self._access_process = lexicon("access_process")
+        self._customer_reported = lexicon("customer_reported_speech")
+        self._first_person = lexicon("first_person")
+        self._contribution_question = lexicon("contribution_question")
+        self._third_party = lexicon("third_party")
+        self._flags = [(flag, scanner.bind(flag.regex), flag.needs_third_party) for flag in kb.scam_red_flags]
         # Every flag's phrases in one filtered search: most customers mention none.
-        self._any_flag = FilteredPattern(
-            [phrase for flag in kb.scam_red_flags for phrase in flag.customer_phrases]
+        self._any_flag = scanner.bind(
+            FilteredPattern([phrase for flag in kb.scam_red_flags for phrase in flag.customer_phrases])
         )
-        self._drivers = kb.lexicon("vulnerability_drivers").regex
-        self._signpost = kb.lexicon("adviser_signpost").regex
-        self._signpost_negation = kb.lexicon("signpost_negation").regex
+        self._drivers = lexicon("vulnerability_drivers")
+        self._signpost = lexicon("adviser_signpost")
+        self._signpost_negation = lexicon("signpost_negation")
         self._pension_wise_age = kb.figure("pension_wise_min_age").value
         self._db_threshold = kb.figure("db_advice_threshold").value
 
-    def mentions_db(self, text: str, profile: CustomerProfile) -> bool:
-        if self._db_terms.search(text):
+    def mentions_db(self, text: str, profile: CustomerProfile, scan: Scan | None = None) -> bool:
+        """`text` names a DB pension (by a DB term or the scheme's name); `scan`: a scan covering it."""
+        if self._db_terms.search(text, scan):
             return True
         for pot in profile.pots:
             if pot.type == "DB":
@@ -84,28 +93,44 @@ class Topics:
                         return True
         return False
 
-    def _affirmed(self, text: str, talk: re.Pattern[str]) -> list[re.Match[str]]:
+    def _affirmed(self, text: str, talk: ScannedPattern, scan: Scan | None) -> list[re.Match[str]]:
         """Transfer talk in `text` that is not negated just before ("without transferring")."""
-        return [m for m in talk.finditer(text) if not self._transfer_negation.search(text[: m.start()])]
+        return [
+            m
+            for m in talk.finditer(text, scan)
+            if not self._transfer_negation.search(text[: m.start()], scan)
+        ]
 
     def db_transfer_in_play(self, a: Analysis) -> bool:
         """A customer with DB benefits is considering transferring or cashing them in: they say so
         (not negated, not about a DC pot with the DB pension expressly left alone), or the reply
         itself brings up transferring the DB benefits."""
+        cached = a.memo.get(("db_transfer_in_play", self))
+        if cached is None:
+            cached = a.memo[("db_transfer_in_play", self)] = self._db_transfer_in_play(a)
+        return cached  # type: ignore[return-value]
+
+    def _db_transfer_in_play(self, a: Analysis) -> bool:
         profile = a.ctx.customer
         if not profile.has_db:
             return False
-        if self._affirmed(a.customer, self._db_transfer):
+        customer, scan = a.customer, a.customer_scan
+        if self._affirmed(customer, self._db_transfer, scan):
             if not profile.has_dc:
                 return True
-            if self.mentions_db(a.customer, profile) and not self._db_left_alone.search(a.customer):
+            if self.mentions_db(customer, profile, scan) and not self._db_left_alone.search(customer, scan):
                 return True
+        unquoted = a.unquoted_scan
+        if not self._db_transfer_reply.may_match(unquoted, a.advisor_unquoted):
+            return False  # the reply says nothing of transferring
         # With DC pots too, the reply's transfer talk is about the DB pension when it names it, or
         # when the customer asked about the DB pension (and did not set it aside).
-        customer_on_db = self.mentions_db(a.customer, profile) and not self._db_left_alone.search(a.customer)
+        customer_on_db = self.mentions_db(customer, profile, scan) and not self._db_left_alone.search(
+            customer, scan
+        )
         for sentence in a.unquoted_sentences:
-            if self._affirmed(sentence, self._db_transfer_reply) and (
-                not profile.has_dc or customer_on_db or self.mentions_db(sentence, profile)
+            if self._affirmed(sentence, self._db_transfer_reply, unquoted) and (
+                not profile.has_dc or customer_on_db or self.mentions_db(sentence, profile, unquoted)
             ):
                 return True
         return False
@@ -116,8 +141,9 @@ class Topics:
     def customer_own_words(self, a: Analysis) -> str:
         """The customer's sentences without what they report others saying."""
         kept = []
+        scan = a.customer_scan
         for sentence in sentences(a.customer):
-            match = self._customer_reported.search(sentence)
+            match = self._customer_reported.search(sentence, scan)
             kept.append(sentence if match is None else sentence[: match.start()])
         return " ".join(part for part in kept if part.strip())
 
@@ -128,44 +154,61 @@ class Topics:
         profile = a.ctx.customer
         if not profile.has_dc or profile.age < self._pension_wise_age:
             return False
+        # Nothing about access in anything the customer said: nothing to look at in their own words.
+        if not self._access.may_match(a.customer_scan, a.customer):
+            return False
         own = self.customer_own_words(a)
-        if self._access.search(own) is None:
+        # Their own words are their text with reported speech cut out: the customer's scan covers
+        # them only when nothing was cut (joining what is left makes new neighbours).
+        scan = a.customer_scan if own == a.customer else a.scan(own)
+        if self._access.search(own, scan) is None:
             return False
-        if self._first_person.search(own) is None and self._access_process.search(own) is None:
+        if self._first_person.search(own, scan) is None and self._access_process.search(own, scan) is None:
             return False
-        if self._contribution_question.search(own):
+        if self._contribution_question.search(own, scan):
             return False
         return not self.scam_flags(a)
 
     def scam_flags(self, a: Analysis) -> list[ScamRedFlag]:
         """Red flags in what the customer said (memoised on the analysis: two rules ask)."""
-        cached = a.memo.get("scam_flags")
-        if cached is None and self._any_flag.search(a.customer) is None:
-            cached = a.memo["scam_flags"] = []
+        cached = a.memo.get(("scam_flags", self))
         if cached is None:
-            third_party = self._third_party.search(a.customer) is not None
-            cached = [
-                flag
-                for flag, regex, needs_third_party in self._flags
-                if (third_party or not needs_third_party) and regex.search(a.customer)
-            ]
-            a.memo["scam_flags"] = cached
+            customer, scan = a.customer, a.customer_scan
+            if self._any_flag.search(customer, scan) is None:
+                cached = a.memo[("scam_flags", self)] = []
+            else:
+                third_party = self._third_party.search(customer, scan) is not None
+                cached = [
+                    flag
+                    for flag, regex, needs_third_party in self._flags
+                    if (third_party or not needs_third_party) and regex.search(customer, scan)
+                ]
+                a.memo[("scam_flags", self)] = cached
         return cached  # type: ignore[return-value]
 
     def is_vulnerable(self, a: Analysis) -> bool:
         """Flagged vulnerable, or an FG21/1 driver in the situation."""
-        return a.ctx.customer.vulnerable or bool(a.situation and self._drivers.search(a.situation))
+        return a.ctx.customer.vulnerable or bool(a.situation and self._drivers.search(a.situation, None))
 
     def needs_plain_language(self, a: Analysis) -> bool:
         return self.is_vulnerable(a) or a.ctx.customer.literacy == "low"
 
     def signposts_advice(self, a: Analysis) -> bool:
         """The reply points to regulated advice (not 'you don't need advice')."""
+        cached = a.memo.get(("signposts_advice", self))
+        if cached is None:
+            cached = a.memo[("signposts_advice", self)] = self._signposts_advice(a)
+        return cached  # type: ignore[return-value]
+
+    def _signposts_advice(self, a: Analysis) -> bool:
+        scan = a.advisor_scan
+        if not self._signpost.may_match(scan, a.advisor):
+            return False
         for sentence in a.advisor_sentences:
-            for match in self._signpost.finditer(sentence):
+            for match in self._signpost.finditer(sentence, scan):
                 clause_start = max(
                     sentence.rfind(",", 0, match.start()), sentence.rfind(";", 0, match.start())
                 )
-                if not cleared_by(sentence[clause_start + 1 : match.start()], self._signpost_negation):
+                if self._signpost_negation.search(sentence[clause_start + 1 : match.start()], scan) is None:
                     return True
         return False

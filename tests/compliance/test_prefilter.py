@@ -11,6 +11,10 @@ from hypothesis import strategies as st
 
 from compliance.knowledge.prefilter import (
     FilteredPattern,
+    LiteralScanner,
+    distribute,
+    fast_form,
+    literal_first,
     required_literals,
     split_alternation,
     trie_pattern,
@@ -108,3 +112,163 @@ def test_a_filtered_pattern_agrees_with_its_full_pattern_on_any_text(text: str) 
     assert (got and got.span()) == (want and want.span())
     gated_only = FilteredPattern([r"\bshould i\b", r"\bwhat do you\b"])
     assert gated_only.may_match(text) or gated_only.full.search(text) is None
+
+
+# --- the one-pass literal scanner and the rewritten branches ------------------------------------
+
+DEV = Path(__file__).resolve().parents[2] / "compliance" / "data" / "dev.jsonl"
+
+
+def _dev_texts() -> list[tuple[str, list[str]]]:
+    """Every third development case: each normalised text (and its unquoted form) with the parts
+    the rules search in it (sentences, clauses, cut-off prefixes)."""
+    out: list[tuple[str, list[str]]] = []
+    for line in DEV.read_text(encoding="utf-8").splitlines()[::3]:
+        case = json.loads(line)
+        for raw in (case["advisor_utterance"], case["customer_utterance"]):
+            for text in {normalise(raw), strip_quotes(normalise(raw))}:
+                parts = [text]
+                for sentence in sentences(text):
+                    parts += [sentence, *clauses(sentence), sentence[: len(sentence) // 2]]
+                out.append((text, parts))
+    return out
+
+
+def _kb_patterns() -> list[FilteredPattern]:
+    knowledge = kb()
+    patterns = [lexicon.regex for lexicon in knowledge.lexicons.values()]
+    patterns += [p.regex for p in knowledge.language_patterns]
+    patterns += [p.unless for p in knowledge.language_patterns if p.unless is not None]
+    patterns += [c.regex for c in knowledge.false_claims]
+    patterns += [c.regex for c in knowledge.figure_concepts]
+    patterns += [f.regex for f in knowledge.scam_red_flags]
+    return patterns
+
+
+def _spans(matches) -> list[tuple[int, int]]:
+    return [m.span() for m in matches]
+
+
+def test_the_scanner_finds_exactly_the_branches_whose_literals_occur() -> None:
+    # The candidate set one scan gives every pattern is the one testing each branch's literals
+    # with `in` gives: the scan replaces those tests (and the per-pattern gate regexes).
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    for text, _parts in _dev_texts()[::4]:
+        scan = scanner.scan(text)
+        for scanned in bound:
+            want = sum(
+                1 << i
+                for i, literals in enumerate(scanned.pattern.branch_literals)
+                if literals is None or any(literal in text for literal in literals)
+            )
+            assert scanned.branches(scan) == want, (scanned.pattern.pattern[:60], text)
+
+
+def test_scanned_patterns_find_exactly_what_the_full_patterns_find() -> None:
+    # A scan of a text serves every part of it (sentence, clause, prefix): the candidate branches
+    # find what the whole alternation finds, for search, finditer and sub.
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    for text, parts in _dev_texts():
+        scan = scanner.scan(text)
+        for scanned in bound:
+            full = scanned.pattern.full
+            for part in parts:
+                got, want = scanned.search(part, scan), full.search(part)
+                assert (got and got.span()) == (want and want.span()), (scanned.pattern.pattern[:60], part)
+                if want is not None:
+                    assert _spans(scanned.finditer(part, scan)) == _spans(full.finditer(part))
+                    assert scanned.sub("#", part, scan) == full.sub("#", part)
+            assert scanned.may_match(scan) or full.search(text) is None
+
+
+def test_a_scan_from_another_scanner_falls_back_to_the_patterns_own_gate() -> None:
+    pattern = FilteredPattern([r"\bshould i\b", r"\bwhat do you\b"])
+    mine, other = LiteralScanner(), LiteralScanner()
+    scanned = mine.bind(pattern)
+    other.bind(FilteredPattern([r"\bunrelated\b"]))
+    text = "so what do you think, should i?"
+    assert scanned.search(text, other.scan(text)).span() == pattern.full.search(text).span()
+    assert scanned.search(text, None).span() == pattern.full.search(text).span()
+    assert scanned.search("nothing here", mine.scan("nothing here")) is None
+
+
+def test_binding_a_pattern_twice_shares_its_bits() -> None:
+    scanner = LiteralScanner()
+    pattern = FilteredPattern([r"\bshould i\b"])
+    first, second = scanner.bind(pattern), scanner.bind(pattern)
+    scan = scanner.scan("should i?")
+    assert first.branches(scan) == second.branches(scan) == 1
+
+
+def test_literal_first_moves_the_boundary_behind_the_first_character() -> None:
+    assert literal_first(r"\bshould i\b") == r"s(?<=\bs)hould i\b"
+    assert literal_first(r"\b(?:i|we) can\b") == r"(?:i(?<=\bi)|w(?<=\bw)e) can\b"
+    assert (
+        literal_first(r"\b(?P<lead>age|at) (?P<num>\d+)") == r"(?P<lead>a(?<=\ba)ge|a(?<=\ba)t) (?P<num>\d+)"
+    )
+    # Nothing to move: a class, a quantified first character or group, or no leading boundary.
+    for branch in [r"\b\d+", r"\bs?x", r"\b(?:a|b)?c", r"(?:^|, )x", r"\b(?=x)y"]:
+        assert literal_first(branch) == branch
+
+
+def test_distribute_splits_an_opening_anchor_group() -> None:
+    assert distribute(r"(?:^|, )(?:take|cash) it") == [r"^(?:take|cash) it", r", (?:take|cash) it"]
+    assert distribute(r"(?:a|b)c") == [r"(?:a|b)c"]
+    assert distribute(r"(?:^|, )?x") == [r"(?:^|, )?x"]
+
+
+def test_rewritten_branches_match_exactly_where_the_originals_do() -> None:
+    # Every branch of the knowledge base, in the form the prefilter runs it, against the original.
+    pairs = [(branch, pattern.flags) for pattern in _kb_patterns() for branch in pattern.branches]
+    texts = [part for _text, parts in _dev_texts()[::3] for part in parts[:3]]
+    checked = 0
+    for branch, flags in pairs:
+        original = re.compile(branch, flags)
+        rewritten = [re.compile(fast_form(part, flags), flags) for part in distribute(branch, flags)]
+        if len(rewritten) == 1 and rewritten[0].pattern == branch:
+            continue
+        checked += 1
+        for text in texts:
+            want = _spans(original.finditer(text))
+            got = sorted({span for regex in rewritten for span in _spans(regex.finditer(text))})
+            if len(rewritten) == 1:
+                assert _spans(rewritten[0].finditer(text)) == want, (branch[:60], text)
+            else:  # the parts together match where the branch does
+                assert set(want) <= set(got), (branch[:60], text)
+    assert checked > 100
+
+
+_REWRITE_WORDS = st.sampled_from(
+    ["should", "i", "we", "can", "x", "age", "at", "55", ",", "'", "-", " ", "isn't"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_REWRITE_WORDS, min_size=0, max_size=12).map("".join))
+def test_literal_first_agrees_with_the_original_on_any_text(text: str) -> None:
+    for branch in [r"\bshould i\b", r"\b(?:i|we) can\b", r"\b(?P<lead>age|at) (?P<num>\d+)", r"\b'x"]:
+        original, rewritten = re.compile(branch), re.compile(literal_first(branch))
+        assert _spans(rewritten.finditer(text)) == _spans(original.finditer(text))
+    parts = [re.compile(p) for p in distribute(r"(?:^|, )(?:should|can) i\b")]
+    merged = min((m for m in (p.search(text) for p in parts) if m), key=lambda m: m.start(), default=None)
+    want = re.search(r"(?:^|, )(?:should|can) i\b", text)
+    assert (merged and merged.span()) == (want and want.span())
+
+
+def test_rules_find_the_same_with_and_without_the_shared_scanner() -> None:
+    # The engine's analysis carries scans; one built without a scanner makes every pattern gate
+    # itself. Every rule must report the same hits either way on the development set.
+    from compliance.models import load_dataset
+    from compliance.rules import Analysis
+    from tests.compliance.rulekit import engine
+
+    rules_engine = engine()
+    plain_reported = kb().lexicon("reported_speech").regex
+    for case in load_dataset(DEV)[::2]:
+        ctx = case.context()
+        scanned, unscanned = rules_engine.analyse(ctx), Analysis(ctx, plain_reported)
+        assert unscanned.advisor_scan is None
+        for rule in rules_engine.rules:
+            assert rule.check(scanned) == rule.check(unscanned), (rule.rule_id, case.id)

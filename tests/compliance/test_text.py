@@ -76,3 +76,80 @@ def test_sentences_keep_their_marks_and_split_at_line_breaks() -> None:
 
 def test_half_is_a_figure() -> None:
     assert [f.value for f in extract_figures("half your pot can be taken tax-free")] == [50.0]
+
+
+# The splitting and figure patterns are written so that `re` can skip ahead (opening with a
+# character class or a literal, look-behinds moved after it). These are their plain forms: the
+# rewritten ones must match exactly the same.
+_PLAIN_FORMS = {
+    "sentence end": (r"[.!?]\s+|\n+", "compliance.text", "_SENTENCE_END"),
+    "clause break": (
+        r"[;(),:\s](?:(?<=[;()])|(?<=:)\s|(?<=\s)-\s"
+        r"|(?<=,)\s+(?:but|while|whereas|however,?|(?:al)?though|and|so)\s"
+        r"|(?<=\s)\s*(?:but|while|whereas|however,?|(?:al)?though)\s)",
+        "compliance.text",
+        "_CLAUSE_BREAK",
+    ),
+    "percent": (
+        r"(?<![\d.])(?P<num>\d{1,3}(?:\.\d+)?)\s?(?:%|per ?cent\b|percent\b)",
+        "compliance.figures",
+        "_PERCENT",
+    ),
+    "year": (
+        r"(?<![£\d,./])\b(?P<year>19[5-9]\d|20[0-9]\d)\b(?!\s?/\s?\d)(?!%|\d|,\d)",
+        "compliance.figures",
+        "_YEAR",
+    ),
+}
+_TEXT_PIECES = st.sampled_from(
+    [
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        ".",
+        "!",
+        "?",
+        ",",
+        ";",
+        ":",
+        "(",
+        ")",
+        " - ",
+        "-",
+        "but",
+        "and",
+        "so",
+        "although",
+        "though",
+        "however",
+        "while",
+        "x",
+        "1999",
+        "2026",
+        "25",
+        "4.5",
+        "%",
+        " per cent",
+        "£",
+        "/",
+    ]
+)
+
+
+@given(st.lists(_TEXT_PIECES, max_size=16).map("".join))
+def test_rewritten_patterns_match_like_their_plain_forms(text: str) -> None:
+    import importlib
+    import re
+
+    for plain, module, name in _PLAIN_FORMS.values():
+        rewritten = getattr(importlib.import_module(module), name)
+        want = [(m.span(), m.groupdict()) for m in re.finditer(plain, text)]
+        assert [(m.span(), m.groupdict()) for m in rewritten.finditer(text)] == want, (name, text)
+
+
+def test_money_without_pound_words_runs_the_sign_branch_alone() -> None:
+    for text in ["£1,200 and 30 pounds", "about £12.5k", "£300 a year", "3 quid"]:
+        figures = [(f.kind, f.value, f.text) for f in extract_figures(text)]
+        assert figures and all(kind == "money" for kind, _value, _text in figures)
+    assert [f.value for f in extract_figures("£1,200 and 30 pounds")] == [1200.0, 30.0]
