@@ -18,6 +18,7 @@ from compliance.scripted import register_compliance_handlers
 from compliance.validator import HybridComplianceValidator
 from compliance.validator_gate import ComplianceGate
 from environments.config import AppConfig, EmbedderConfig
+from environments.executors.novelty import record_novelty
 from environments.memory import AdvisorMemory
 from environments.population import PopulationGenerator, load_population_data
 from environments.replay import AdvisorReplayer
@@ -35,6 +36,10 @@ from simulacra.llm.providers.scripted import ScriptedHandlers
 from simulacra.memory.importance import LLMImportanceRater
 from simulacra.memory.reflection import ReflectionConfig
 from simulacra.scripted_tasks import register_simulacra_handlers
+
+# No importance cache: a cached rating is whatever the first batch that held those words got, so it
+# would depend on which consultation (on which worker, before or after a resume) came first.
+RATER_CACHE = 0
 
 
 @dataclass
@@ -99,7 +104,11 @@ def open_run_bases(
     return open_bases(app.casebase.model_copy(update={"store": store}), embedder, clock, llm)
 
 
-async def build_world(app: AppConfig, tracker: RunTracker, run_dir: Path) -> World:
+async def build_world(
+    app: AppConfig, tracker: RunTracker, run_dir: Path, *, seed_knowledge: bool = True
+) -> World:
+    """`seed_knowledge=False` leaves the case base as found: a resumed run restores it from its
+    checkpoint instead."""
     handlers = scripted_handlers()
     llm = build_llm_client(
         app.llm,
@@ -111,7 +120,9 @@ async def build_world(app: AppConfig, tracker: RunTracker, run_dir: Path) -> Wor
     knowledge = load_knowledge()
     embedder = build_run_embedder(app.embedder)
     validator = build_run_validator(app, knowledge, handlers, embedder)
-    rater = LLMImportanceRater(llm)
+    # Before anything is validated: a checkpoint keeps the replies its novelty memory was shown.
+    record_novelty(validator)
+    rater = LLMImportanceRater(llm, cache_size=RATER_CACHE)
     memory_clock = VirtualClock(app.environment.start)
     memory = AdvisorMemory(
         embedder, memory_clock, rater, llm, ReflectionConfig(threshold=app.advisor.reflection_threshold)
@@ -131,7 +142,7 @@ async def build_world(app: AppConfig, tracker: RunTracker, run_dir: Path) -> Wor
     )
     tools = AdvisorTools(knowledge)
     bases = open_run_bases(app, run_dir, embedder, memory_clock, llm)
-    if app.advisor.use_cases and app.advisor.knowledge_cases:
+    if seed_knowledge and app.advisor.use_cases and app.advisor.knowledge_cases:
         await learn_knowledge(bases.cases, knowledge, validator)
     accumulator = RuleAccumulator(
         llm,

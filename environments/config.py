@@ -62,6 +62,22 @@ class EnvironmentConfig(Strict):
     concurrency: int = Field(default=8, ge=1)
     start: datetime = datetime(2026, 4, 6, 9, 0)
     consultations_per_day: int = Field(default=8, ge=1)
+    # Virtual seconds per real second (environments.pacing). The spec's pace is 24: one real hour
+    # is one virtual day. None or 0: as fast as the models allow.
+    acceleration: float | None = Field(default=24.0, ge=0)
+
+
+class ExecutorConfig(Strict):
+    """What runs a day's consultations (environments.executors)."""
+
+    name: Literal["local", "ray"] = "local"
+    # ray: the cluster to join (e.g. "auto" or "ray://head:10001"); None starts a local instance.
+    address: str | None = None
+    workers: int = Field(default=2, ge=1)
+    worker_cpus: float = Field(default=1.0, ge=0)
+    num_cpus: int | None = Field(default=None, ge=1)  # a local instance's CPUs
+    runtime_env: dict[str, Any] = Field(default_factory=dict)
+    log_to_driver: bool = False
 
 
 class TrackingConfig(Strict):
@@ -86,7 +102,10 @@ class AppConfig(Strict):
     tracking: TrackingConfig
     paths: PathsConfig
     casebase: CasebaseConfig = Field(default_factory=CasebaseConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     seed: int = 0
+    # The MLflow run id of a killed run to carry on from its last checkpoint (environments.checkpoint).
+    resume: str | None = None
 
 
 class ConfigError(Exception):

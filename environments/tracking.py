@@ -71,6 +71,30 @@ class RunTracker:
         client.get_run(run_id)  # raises a clear MlflowException when the id is unknown
         return cls(client, run_id)
 
+    def reopen(self) -> None:
+        """Mark a run that was killed (or had finished) as running again, to carry it on."""
+        self.client.update_run(self.run_id, status="RUNNING")
+
+    def params(self) -> dict[str, str]:
+        return dict(self.client.get_run(self.run_id).data.params)
+
+    def traced_consultations(self) -> set[str]:
+        """The `consultation_id` tags of the traces this run has logged."""
+        found: set[str] = set()
+        token = None
+        while True:
+            page = self.client.search_traces(
+                locations=[self.experiment_id],
+                filter_string=f"tags.run_id = '{self.run_id}'",
+                max_results=500,
+                page_token=token,
+                include_spans=False,
+            )
+            found.update(t.info.tags.get("consultation_id", "") for t in page)
+            token = page.token
+            if not token:
+                return found - {""}
+
     def log_params(self, params: Mapping[str, str]) -> None:
         items = [Param(k, v[:6000]) for k, v in sorted(params.items())]
         for i in range(0, len(items), 90):
@@ -81,6 +105,17 @@ class RunTracker:
     ) -> None:
         stamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         batch = [Metric(k, float(v), stamp, step) for k, v in sorted(metrics.items())]
+        for i in range(0, len(batch), MAX_BATCH):
+            self.client.log_batch(self.run_id, metrics=batch[i : i + MAX_BATCH])
+
+    def log_steps(self, by_step: Mapping[int, Mapping[str, float]], timestamp_ms: int | None = None) -> None:
+        """Metrics of many steps (e.g. every consultation of a day) in as few calls as MLflow allows."""
+        stamp = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        batch = [
+            Metric(k, float(v), stamp, step)
+            for step, metrics in sorted(by_step.items())
+            for k, v in sorted(metrics.items())
+        ]
         for i in range(0, len(batch), MAX_BATCH):
             self.client.log_batch(self.run_id, metrics=batch[i : i + MAX_BATCH])
 

@@ -4,6 +4,10 @@ With no arguments it runs offline (scripted model, no API key) and finishes in w
 minutes. Hydra overrides change anything in `conf/`, e.g.
 `python -m environments.train llm=openai environment.consultations=200 seed=3`;
 `--cfg job` prints the resolved config and `-m` sweeps.
+
+A run writes a checkpoint after every virtual day. If it is killed, the same command with
+`resume=RUN_ID` (the MLflow run id it printed, also its folder name under `paths.root`) carries it
+on in the same MLflow run from its last checkpoint, to the result an unkilled run would have had.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import hydra
 from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig
 
+from environments.checkpoint import ResumeMismatchError
 from environments.config import ConfigError, load_app_config
 from environments.training import RunSummary, train
 from simulacra.llm.errors import ConfigurationError, LLMChainExhausted
@@ -53,7 +58,13 @@ def main(cfg: DictConfig) -> None:
     try:
         app = load_app_config(cfg)
         summary = asyncio.run(train(app, progress=sys.stderr.isatty()))
-    except (ConfigError, ConfigurationError, LLMChainExhausted, MlflowException) as exc:
+    except (
+        ConfigError,
+        ConfigurationError,
+        LLMChainExhausted,
+        MlflowException,
+        ResumeMismatchError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     print_summary(summary)
