@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from simulacra.llm.client import LLMClient
+from simulacra.llm.client import LLMClient, PreparedVariables
 from simulacra.llm.errors import LLMChainExhausted
 from simulacra.llm.types import Task
 
@@ -54,7 +54,7 @@ class Judge:
     def vendor(self) -> str:
         return self.llm.chain[0].provider.name
 
-    async def judge(self, variables: dict[str, Any]) -> JudgeRecord:
+    async def judge(self, variables: dict[str, Any] | PreparedVariables) -> JudgeRecord:
         primary = self.llm.chain[0].provider
         try:
             result = await self.llm.call(self.task, variables, temperature=0.0)
@@ -126,5 +126,8 @@ class JudgePanel:
         self.judges = judges
 
     async def assess(self, variables: dict[str, Any]) -> tuple[Consensus, list[JudgeRecord]]:
-        records = await asyncio.gather(*(j.judge(variables) for j in self.judges))
+        # Converted once, and each template rendered once, for all the judges (the same prompt
+        # version at the same library gives every judge the same text).
+        prepared = PreparedVariables(variables)
+        records = await asyncio.gather(*(j.judge(prepared) for j in self.judges))
         return consensus(list(records)), list(records)

@@ -4,7 +4,10 @@ The review queue and the live endpoint's store use the same code on a SQLite fil
 on PostgreSQL by URL. On SQLite each connection runs in WAL mode with a busy timeout and foreign
 keys, and a connection marked with the store's write option takes the write lock when its
 transaction begins (BEGIN IMMEDIATE): a transaction that reads and then writes would otherwise fail
-at once with "database is locked" instead of waiting its turn. Append-only tables get triggers
+at once with "database is locked" instead of waiting its turn. `sqlite_synchronous` sets how hard
+a commit waits for the disk: both stores choose NORMAL, which in WAL mode keeps every commit
+through a crash of the process and can lose only the last ones to an operating-system crash or
+power loss (see `compliance.review_queue.schema`). Append-only tables get triggers
 that refuse updates and deletes (and, on PostgreSQL, truncation), so history cannot be rewritten.
 """
 

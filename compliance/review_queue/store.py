@@ -71,6 +71,12 @@ QUEUE_ACTOR = "review_queue"  # the actor of events the queue itself records (cl
 _MAX_ATTEMPTS = 20  # compare-and-set retries; each retry means another writer made progress
 _CLAIM_NEXT_BATCH = 25
 _T = TypeVar("_T")
+# Statements every escalation runs, built once with bound parameters: building a Core statement
+# costs more CPU than SQLite takes to run it, on the path of a customer's held reply.
+_ITEM_ROW = sa.select(schema.items).where(schema.items.c.id == sa.bindparam("item"))
+_ADD_ITEM = schema.items.insert()
+_ADD_ITEM_CODES = schema.item_codes.insert()
+_ADD_EVENT = schema.events.insert()
 
 
 class ReviewQueue:
@@ -134,7 +140,7 @@ class ReviewQueue:
         now = self.clock.now()
         now_us = schema.to_us(now)
         with self._write() as conn:
-            existing = conn.execute(sa.select(schema.items).where(schema.items.c.id == item_id)).first()
+            existing = self._item_row(conn, item_id)
             if existing is not None:
                 stored = _item_from_row(existing, aware=now.tzinfo is not None)
                 if NewReviewItem.model_validate(stored.model_dump(exclude={"id", "created_at"})) != item:
@@ -142,31 +148,32 @@ class ReviewQueue:
                 return item_id
             required = 2 if needs_double_review(item_id, self.double_review_rate) else 1
             conn.execute(
-                schema.items.insert().values(
-                    id=item_id,
-                    created_us=now_us,
-                    enqueued_by=actor,
-                    source=item.source,
-                    mode=item.mode,
-                    stage=item.stage,
-                    reason=item.reason,
-                    codes=list(item.codes),
-                    risk=item.risk,
-                    risk_factors=[str(f) for f in item.risk_factors],
-                    consultation_id=item.consultation_id,
-                    session_id=item.session_id,
-                    payload=item.payload.model_dump(mode="json"),
-                    status=ItemStatus.OPEN.value,
-                    reviews_required=required,
-                    reviews_done=0,
-                    lease_holder=None,
-                    lease_expires_us=None,
-                    lease_version=0,
-                )
+                _ADD_ITEM,
+                {
+                    "id": item_id,
+                    "created_us": now_us,
+                    "enqueued_by": actor,
+                    "source": item.source,
+                    "mode": item.mode,
+                    "stage": item.stage,
+                    "reason": item.reason,
+                    "codes": list(item.codes),
+                    "risk": item.risk,
+                    "risk_factors": [str(f) for f in item.risk_factors],
+                    "consultation_id": item.consultation_id,
+                    "session_id": item.session_id,
+                    "payload": item.payload.model_dump(mode="json"),
+                    "status": ItemStatus.OPEN.value,
+                    "reviews_required": required,
+                    "reviews_done": 0,
+                    "lease_holder": None,
+                    "lease_expires_us": None,
+                    "lease_version": 0,
+                },
             )
             if item.codes:
                 conn.execute(
-                    schema.item_codes.insert(),
+                    _ADD_ITEM_CODES,
                     [{"item_id": item_id, "code": c} for c in sorted(set(item.codes))],
                 )
             self._event(
@@ -752,14 +759,20 @@ class ReviewQueue:
         detail: dict[str, Any],
     ) -> None:
         conn.execute(
-            schema.events.insert().values(
-                item_id=item_id, kind=kind.value, actor=actor, at_us=at_us, reason=reason, detail=detail
-            )
+            _ADD_EVENT,
+            {
+                "item_id": item_id,
+                "kind": kind.value,
+                "actor": actor,
+                "at_us": at_us,
+                "reason": reason,
+                "detail": detail,
+            },
         )
 
     @staticmethod
     def _item_row(conn: Connection, item_id: str) -> Row | None:
-        return conn.execute(sa.select(schema.items).where(schema.items.c.id == item_id)).first()
+        return conn.execute(_ITEM_ROW, {"item": item_id}).first()
 
     @staticmethod
     def _reviewed_by(conn: Connection, item_id: str, reviewer: str) -> bool:

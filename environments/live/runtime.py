@@ -213,8 +213,16 @@ class LiveAdvisor:
     async def answer(self, session: SessionRecord, text: str) -> TurnResult:
         self.check_open(session)
         async with self._lock(session.id):
-            fresh = await asyncio.to_thread(self.store.session, session.id)
-            assert fresh is not None
+            cached = self._cache.get(session.id)
+            if cached is not None and cached.version == session.version:
+                # The record was read just before the lock, and this process saved or loaded that
+                # version last, so no turn of ours has moved it on; a change by another process in
+                # between fails the versioned save as Busy, as it would after a read here.
+                fresh = session
+            else:
+                read = await asyncio.to_thread(self.store.session, session.id)
+                assert read is not None
+                fresh = read
             self.check_open(fresh, holding_lock=True)
             live = await self.resume(fresh)
             try:

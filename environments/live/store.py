@@ -4,6 +4,10 @@ A turn is saved in one transaction (both messages, every validation, the advisor
 and its resumable state), guarded by the session's version, so a crash loses a turn whole or not
 at all, and two processes answering one session cannot both win. Methods are synchronous; the
 server calls them from worker threads.
+
+The statements of the per-message path (rate limit, session read, turn save) are built once with
+bound parameters: building a Core statement and its cache key costs more CPU than SQLite takes to
+run it, and every reply passes through them.
 """
 
 from __future__ import annotations
@@ -25,6 +29,37 @@ from simulacra.clock import Clock
 
 MessageKind = Literal["customer", "reply", "holding", "review_delivery", "review_rejection"]
 OUTCOME_CURSOR = "review_outcomes"
+
+_sessions, _messages, _rates = schema.sessions, schema.messages, schema.rate_windows
+_window = sa.bindparam("start", type_=sa.BigInteger)  # the start of the current window
+_HIT = (
+    _rates.update()
+    .where(_rates.c.key_id == sa.bindparam("key"))
+    .values(
+        count=sa.case((_rates.c.window_us == _window, _rates.c.count + 1), else_=1),
+        window_us=_window,
+    )
+    .returning(_rates.c.count)
+)
+_SESSION = sa.select(_sessions).where(_sessions.c.id == sa.bindparam("session"))
+_expected = sa.bindparam("expected", type_=sa.Integer)  # the version the turn was prepared on
+_SAVE_TURN = (
+    _sessions.update()
+    .where(
+        _sessions.c.id == sa.bindparam("session"),
+        _sessions.c.version == _expected,
+        _sessions.c.status == "open",
+    )
+    .values(
+        turns=sa.bindparam("new_turns"),
+        pending_item=sa.bindparam("new_pending"),
+        state=sa.bindparam("new_state", type_=_sessions.c.state.type),
+        version=_expected + 1,
+    )
+)
+_ADD_MESSAGE = _messages.insert().returning(_messages.c.id)
+_ADD_VALIDATIONS = schema.validations.insert()
+_ADD_MEMORIES = schema.memories.insert()
 
 
 class VersionConflict(Exception):
@@ -174,19 +209,10 @@ class LiveStore:
         now = self._now_us()
         window_us = window_s * 1_000_000
         start = now - now % window_us
-        table = schema.rate_windows
         with self._write() as conn:
-            count = conn.execute(
-                table.update()
-                .where(table.c.key_id == key_id)
-                .values(
-                    count=sa.case((table.c.window_us == start, table.c.count + 1), else_=1),
-                    window_us=start,
-                )
-                .returning(table.c.count)
-            ).scalar_one_or_none()
+            count = conn.execute(_HIT, {"key": key_id, "start": start}).scalar_one_or_none()
             if count is None:
-                conn.execute(table.insert().values(key_id=key_id, window_us=start, count=1))
+                conn.execute(_rates.insert().values(key_id=key_id, window_us=start, count=1))
                 count = 1
         return RateDecision(
             allowed=count <= limit,
@@ -248,18 +274,14 @@ class LiveStore:
         now = self._now_us()
         with self._write() as conn:
             updated = conn.execute(
-                schema.sessions.update()
-                .where(
-                    schema.sessions.c.id == session_id,
-                    schema.sessions.c.version == version,
-                    schema.sessions.c.status == "open",
-                )
-                .values(
-                    turns=turn.turns,
-                    pending_item=turn.pending_item,
-                    state=turn.state,
-                    version=version + 1,
-                )
+                _SAVE_TURN,
+                {
+                    "session": session_id,
+                    "expected": version,
+                    "new_turns": turn.turns,
+                    "new_pending": turn.pending_item,
+                    "new_state": turn.state,
+                },
             )
             if updated.rowcount != 1:
                 raise VersionConflict(f"session {session_id} changed while its reply was prepared")
@@ -267,7 +289,7 @@ class LiveStore:
             advisor = self._add_message(conn, session_id, turn.advisor, now)
             if turn.validations:
                 conn.execute(
-                    schema.validations.insert(),
+                    _ADD_VALIDATIONS,
                     [
                         {
                             "session_id": session_id,
@@ -426,26 +448,25 @@ class LiveStore:
 
     @staticmethod
     def _add_message(conn: Connection, session_id: str, message: NewMessage, now_us: int) -> MessageRecord:
+        fields = message.model_dump()
         new_id = conn.execute(
-            schema.messages.insert()
-            .values(session_id=session_id, created_us=now_us, **message.model_dump())
-            .returning(schema.messages.c.id)
+            _ADD_MESSAGE, {"session_id": session_id, "created_us": now_us, **fields}
         ).scalar_one()
         return MessageRecord(
-            **message.model_dump(), id=new_id, session_id=session_id, created_at=from_us(now_us, aware=True)
+            **fields, id=new_id, session_id=session_id, created_at=from_us(now_us, aware=True)
         )
 
     @staticmethod
     def _add_memories(conn: Connection, session_id: str, memories: list[tuple[int, dict[str, Any]]]) -> None:
         if memories:
             conn.execute(
-                schema.memories.insert(),
+                _ADD_MEMORIES,
                 [{"session_id": session_id, "row": row, "node": node} for row, node in memories],
             )
 
     @staticmethod
     def _session_row(conn: Connection, session_id: str) -> Row | None:
-        return conn.execute(sa.select(schema.sessions).where(schema.sessions.c.id == session_id)).first()
+        return conn.execute(_SESSION, {"session": session_id}).first()
 
     def _now_us(self) -> int:
         return to_us(self.clock.now())

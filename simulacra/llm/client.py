@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -66,6 +67,26 @@ class ChainLink:
     provider: Provider
     attempts: int = 1
     timeout_s: float | None = None
+
+
+class PreparedVariables:
+    """A call's variables converted to plain JSON data once, for the same call to several clients.
+
+    A judge panel sends one set of variables to each judge's client. Converting them and rendering
+    a template cost more than a scripted answer, so the conversion happens once here and each
+    rendering is kept by template file: judges whose libraries resolve the same file share it.
+    The result is exactly what each client would have produced from the raw variables.
+    """
+
+    def __init__(self, variables: dict[str, Any]) -> None:
+        self.data: dict[str, Any] = to_jsonable(variables)
+        self._rendered: dict[tuple[str, Path], list[Message]] = {}
+
+    def messages(self, prompts: PromptLibrary, task: Task) -> list[Message]:
+        key = (task.key, prompts.source_of(task))
+        if key not in self._rendered:
+            self._rendered[key] = prompts.render(task, self.data)
+        return self._rendered[key]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -172,17 +193,21 @@ class LLMClient:
     async def call(
         self,
         task: Task,
-        variables: dict[str, Any],
+        variables: dict[str, Any] | PreparedVariables,
         *,
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> LLMResult:
-        data = to_jsonable(variables)
+        if isinstance(variables, PreparedVariables):
+            data, messages = variables.data, variables.messages(self.prompts, task)
+        else:
+            data = to_jsonable(variables)
+            messages = self.prompts.render(task, data)
         request = CompletionRequest(
             task=task.name,
             task_version=task.version,
             variables=data,
-            messages=self.prompts.render(task, data),
+            messages=messages,
             output_schema=task.output,
             temperature=self.temperature if temperature is None else temperature,
             max_tokens=self.max_tokens if max_tokens is None else max_tokens,

@@ -41,6 +41,7 @@ class PromptLibrary:
         )
         self._env.filters["tojson"] = _to_json
         self._cache: dict[str, tuple[jinja2.Template, jinja2.Template]] = {}
+        self._sources: dict[str, Path] = {}
 
     def path_of(self, task: Task) -> Path:
         filename = f"{task.name}.{task.version}.j2"
@@ -51,9 +52,15 @@ class PromptLibrary:
         searched = ", ".join(str(f) for f in self._folders)
         raise ConfigurationError(f"no prompt template {filename} for task {task.key} (searched {searched})")
 
+    def source_of(self, task: Task) -> Path:
+        """The template file this library renders `task` from (looked up once)."""
+        if task.key not in self._sources:
+            self._sources[task.key] = self.path_of(task).resolve()
+        return self._sources[task.key]
+
     def _templates(self, task: Task) -> tuple[jinja2.Template, jinja2.Template]:
         if task.key not in self._cache:
-            source = self.path_of(task).read_text(encoding="utf-8")
+            source = self.source_of(task).read_text(encoding="utf-8")
             if _SYSTEM not in source or _USER not in source:
                 raise ConfigurationError(f"template for {task.key} needs '{_SYSTEM}' and '{_USER}' sections")
             system_src, user_src = source.split(_SYSTEM, 1)[1].split(_USER, 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,11 +12,14 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+from compliance.config import build_judge_panel
+from compliance.knowledge import load_knowledge
+from compliance.review_queue import ReviewQueue
 from environments.live.config import compose_serve_config
 from environments.live.customer import Consent, LiveProfile
 from environments.live.interpret import read_message
 from environments.live.keys import Scope, hash_key, key_id_of, matches, new_key
-from environments.live.parts import build_parts
+from environments.live.parts import REGISTRARS, build_parts
 from environments.live.runtime import LiveAdvisor
 from environments.live.store import (
     Delivery,
@@ -26,6 +30,8 @@ from environments.live.store import (
     VersionConflict,
 )
 from simulacra.clock import SystemClock, VirtualClock
+from simulacra.llm.providers.scripted import ScriptedHandlers
+from simulacra.llm.types import Completion, CompletionRequest
 from tests.environments.test_serve_harness import PROFILE, overrides_for, postgres_server  # noqa: F401
 
 START = datetime(2026, 4, 6, 9, 0, tzinfo=UTC)
@@ -260,3 +266,64 @@ def test_a_session_rebuilt_from_the_store_is_the_session_that_was_saved(tmp_path
         parts.review_queue.close()
 
     asyncio.run(scenario())
+
+
+# ---------------------------------------------------------------------- the judges, prepared once
+
+
+def test_the_panel_asks_each_judge_exactly_what_a_call_of_its_own_would() -> None:
+    """Converting the variables and rendering each prompt once for the panel changes no request."""
+    config = compose_serve_config(["validator=production"])
+    handlers = ScriptedHandlers()
+    for register in REGISTRARS:
+        register(handlers)
+    panel = build_judge_panel(config.validator, config.llm, handlers=handlers, seed=7)
+    assert panel is not None and len({j.task.version for j in panel.judges}) > 1
+    sent: list[str] = []
+    for judge in panel.judges:
+        provider = judge.llm.chain[0].provider
+        answer = provider.complete
+
+        async def recorded(request: CompletionRequest, answer=answer) -> Completion:
+            messages = [m.content for m in request.messages]
+            sent.append(json.dumps([request.task_version, request.variables, messages], sort_keys=True))
+            return await answer(request)
+
+        provider.complete = recorded
+    variables = {
+        "customer": {"age": 58, "pots": [{"type": "DC", "value_gbp": 42000}]},
+        "customer_utterance": "Should I take it all as cash?",
+        "history": [{"speaker": "customer", "text": "Hello"}],
+        "facts": {"tax_free_gbp": 10500.0},
+        "figures": load_knowledge().figure_table(),
+        "tax_year": "2025/26",
+        "rule_findings": [{"code": "FALSE_CERTAINTY", "rule": "certainty", "message": "sounds sure"}],
+        "advisor_utterance": "You could take a quarter tax-free; Pension Wise can talk it through.",
+        "annotations": {},
+    }
+
+    async def both() -> tuple[list, list]:
+        alone = await asyncio.gather(*(j.judge(variables) for j in panel.judges))
+        _, together = await panel.assess(variables)
+        return list(alone), together
+
+    alone, together = asyncio.run(both())
+    assert len(sent) == 2 * len(panel.judges)
+    assert sent[: len(panel.judges)] == sent[len(panel.judges) :]
+    assert [r.model_dump() for r in alone] == [r.model_dump() for r in together]
+
+
+def test_both_sqlite_stores_use_wal_with_normal_sync_unless_told_otherwise(tmp_path: Path) -> None:
+    """NORMAL keeps every commit through a process crash (see compliance.review_queue.schema)."""
+    live = LiveStore(f"sqlite:///{tmp_path}/live.db", SystemClock())
+    queue = ReviewQueue(f"sqlite:///{tmp_path}/queue.db", SystemClock())
+    strict = ReviewQueue(
+        f"sqlite:///{tmp_path}/strict.db", SystemClock(), engine_options={"sqlite_synchronous": "FULL"}
+    )
+    for engine, expected in ((live._engine, 1), (queue._engine, 1), (strict._engine, 2)):
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == expected  # 1 NORMAL, 2 FULL
+    live.close()
+    queue.close()
+    strict.close()
