@@ -47,6 +47,7 @@ from environments.checkpoint import (
 )
 from environments.config import AppConfig
 from environments.consultation import ConsultationRecord
+from environments.curves import plot_run
 from environments.executors import (
     ConsultationExecutor,
     ConsultationParts,
@@ -74,6 +75,9 @@ class RunSummary(BaseModel):
     # Real seconds, and CPU seconds of this process, spent in the day loop (consultations, learning).
     loop_seconds: float = 0.0
     loop_cpu_seconds: float = 0.0
+    # Real seconds of that loop spent running the days' consultations (the rest is learning,
+    # checkpoints and logging between days).
+    consultation_seconds: float = 0.0
 
 
 def consultation_metrics(record: ConsultationRecord) -> dict[str, float]:
@@ -198,6 +202,8 @@ class RunLoop:
     checkpoint: Checkpoint | None
     pacer: Pacer
     progress: bool
+    monotonic: Callable[[], float] = time.perf_counter
+    consultation_seconds: float = 0.0  # real time spent in the days' consultations
 
     @property
     def reviewed(self) -> Path | None:
@@ -253,7 +259,9 @@ class RunLoop:
             return result
 
         usage_before = await self.usage.snapshot()
+        began = self.monotonic()
         finished = sorted(await asyncio.gather(*(one(i) for i in indices)), key=lambda r: r.record.index)
+        self.consultation_seconds += self.monotonic() - began
         records = [f.record for f in finished]
         files = self.files()
         files[TRANSCRIPTS] = append_lines(self.run_dir / TRANSCRIPTS, (r.model_dump_json() for r in records))
@@ -470,6 +478,7 @@ async def train(
                 sleep=sleep,
             ),
             progress=progress,
+            monotonic=monotonic,
         )
         with tracing_to(tracking_uri):
             if checkpoint is None:
@@ -507,6 +516,14 @@ async def train(
         )
         tracker.log_metrics(metrics, step=app.environment.consultations)
         tracker.log_artifacts(write_artifacts(run_dir, app, world, customers, run_usage))
+        curves = plot_run(
+            tracker.client,
+            tracker.run_id,
+            run_dir / "learning_curves.png",
+            f"{app.tracking.experiment}: {app.environment.consultations} consultations",
+        )
+        if curves is not None:
+            tracker.log_artifacts([curves])
     except BaseException:
         tracker.finish("FAILED")
         raise
@@ -524,4 +541,5 @@ async def train(
         metrics=metrics,
         loop_seconds=loop_seconds,
         loop_cpu_seconds=loop_cpu_seconds,
+        consultation_seconds=loop.consultation_seconds,
     )
