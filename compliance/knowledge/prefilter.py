@@ -14,13 +14,16 @@ Results are exactly the full pattern's: the gate only ever skips a search that w
 The rule engine goes further: a `LiteralScanner` (Aho-Corasick, pyahocorasick) finds every
 literal of every pattern the rules use in one pass over a text, so each pattern then runs only
 its branches whose literals occur (`ScannedPattern`), on the text or any part of it, with no gate
-regex at all.
+regex at all; which regex runs for a given set of candidates is worked out once per set (search
+plans). A `SliceGate` searches a whole text once with a pattern's assertions removed (`relax`) to
+rule out every slice of it, so rules that check clause by clause need not split most replies.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import ahocorasick
@@ -223,6 +226,16 @@ def split_alternation(pattern: str) -> list[str]:
 # Compiled alternations of candidate branches kept per pattern: a knowledge base's texts use a few
 # dozen sets at most; past this, sets are searched branch by branch (same results, slower).
 _MAX_SUBSETS = 256
+# Search plans kept per pattern (one per set of candidates met); past this, plans are made anew.
+_MAX_PLANS = 512
+
+
+def _no_match(_text: str) -> None:
+    return None
+
+
+def _no_matches(_text: str) -> Iterator[re.Match[str]]:
+    return iter(())
 
 
 class FilteredPattern:
@@ -248,8 +261,11 @@ class FilteredPattern:
         "_branch_regexes",
         "_empty_ok",
         "_fast_full",
+        "_finditer_plans",
         "_gate",
         "_joinable",
+        "_openers",
+        "_search_plans",
         "_skipping",
         "_subsets",
         "_unfiltered",
@@ -316,6 +332,13 @@ class FilteredPattern:
         # A branch that can match the empty string makes finditer's stepping subtle: such a pattern
         # is iterated with the whole alternation instead of branch by branch.
         self._empty_ok = any(_min_width(b, flags) == 0 for b in branches)
+        # The characters each branch opens with (None: not only literals), to tell when an
+        # alternation of candidate branches still lets `re` skip ahead.
+        self._openers = tuple(_openers(list(_p.parse(b, flags))) for b in fast)
+        # How to search (and iterate) for each set of candidate branches met so far, worked out
+        # once per set: `search_plan`, `finditer_plan`.
+        self._search_plans: dict[int, Callable[[str], re.Match[str] | None]] = {}
+        self._finditer_plans: dict[int, Callable[[str], Iterator[re.Match[str]]]] = {}
 
     @classmethod
     def of(cls, pattern: str, flags: int = 0) -> FilteredPattern:
@@ -379,6 +402,68 @@ class FilteredPattern:
         if not branches & (branches - 1):  # one branch
             return self._branch_regexes[branches.bit_length() - 1].search(text, pos)
         return self._search_several(text, branches, pos)
+
+    def search_plan(self, branches: int) -> Callable[[str], re.Match[str] | None]:
+        """`search_branches(text, branches)` as one callable, chosen once per set of candidates:
+        a compiled regex's own `search` wherever one regex can answer (every branch, one branch,
+        or candidates whose alternation still opens with only a few characters, so `re` skips
+        ahead for it as for each of them), else the branch-by-branch search."""
+        plan = self._search_plans.get(branches)
+        if plan is not None:
+            return plan
+        candidates = (branches & self._all) | self._always
+        if candidates == self._all:
+            plan = self._fast_full.search
+        elif not candidates:
+            plan = _no_match
+        elif not candidates & (candidates - 1):
+            plan = self._branch_regexes[candidates.bit_length() - 1].search
+        else:
+            joint = self._subset(candidates) if self._skip_together(candidates) else None
+            plan = (
+                joint.search
+                if joint is not None
+                else partial(self._search_several, branches=candidates, pos=0)
+            )
+        if len(self._search_plans) < _MAX_PLANS:
+            self._search_plans[branches] = plan
+        return plan
+
+    def finditer_plan(self, branches: int) -> Callable[[str], Iterator[re.Match[str]]]:
+        """`finditer_branches(text, branches)` as one callable, chosen once per set of candidates
+        (see `search_plan`)."""
+        plan = self._finditer_plans.get(branches)
+        if plan is not None:
+            return plan
+        candidates = (branches & self._all) | self._always
+        if candidates == self._all or self._empty_ok:
+            plan = self._fast_full.finditer
+        elif not candidates:
+            plan = _no_matches
+        elif not candidates & (candidates - 1):
+            plan = self._branch_regexes[candidates.bit_length() - 1].finditer
+        else:
+            joint = (
+                self._subset(candidates)
+                if self._skip_together(candidates) or not candidates & self._skipping
+                else None
+            )
+            plan = joint.finditer if joint is not None else partial(self._step, branches=candidates)
+        if len(self._finditer_plans) < _MAX_PLANS:
+            self._finditer_plans[branches] = plan
+        return plan
+
+    def _skip_together(self, branches: int) -> bool:
+        """Whether the alternation of these branches opens with at most `_MAX_OPENERS` characters."""
+        chars: set[int] = set()
+        while branches:
+            low = branches & -branches
+            branches ^= low
+            opening = self._openers[low.bit_length() - 1]
+            if opening is None:
+                return False
+            chars |= opening
+        return len(chars) <= _MAX_OPENERS
 
     def _search_several(self, text: str, branches: int, pos: int) -> re.Match[str] | None:
         # Branches that skip ahead are searched one by one, the others as one alternation; the
@@ -465,9 +550,11 @@ class FilteredPattern:
         return compiled
 
     def _step(self, text: str, branches: int) -> Iterator[re.Match[str]]:
+        # `branches`: two or more candidates, already combined with the always-run ones (as
+        # `search_branches` would, which then hands them to `_search_several`).
         pos = 0
         while True:
-            match = self.search_branches(text, branches, pos)
+            match = self._search_several(text, branches, pos)
             if match is None:
                 return
             yield match
@@ -583,19 +670,23 @@ class ScannedPattern:
         scan of this scanner: nowhere in `text`)."""
         if scan is None or scan.scanner is not self.scanner:
             return self.pattern.may_match(text)
-        return bool(self.branches(scan))
+        return bool(((scan.mask >> self._offset) & self._width) | self._always)
 
     def search(self, text: str, scan: Scan | None) -> re.Match[str] | None:
         if scan is None or scan.scanner is not self.scanner:
             return self.pattern.search(text)
         branches = ((scan.mask >> self._offset) & self._width) | self._always
-        return self.pattern.search_branches(text, branches) if branches else None
+        # The plan for these candidates, looked up here rather than through a call (this runs
+        # dozens of times per utterance).
+        plan = self.pattern._search_plans.get(branches)
+        return (plan or self.pattern.search_plan(branches))(text)
 
     def finditer(self, text: str, scan: Scan | None) -> Iterator[re.Match[str]]:
         if scan is None or scan.scanner is not self.scanner:
             return self.pattern.finditer(text)
         branches = ((scan.mask >> self._offset) & self._width) | self._always
-        return self.pattern.finditer_branches(text, branches) if branches else iter(())
+        plan = self.pattern._finditer_plans.get(branches)
+        return (plan or self.pattern.finditer_plan(branches))(text)
 
     def sub(self, repl: str, text: str, scan: Scan | None) -> str:
         """`sub` with `repl` taken literally, running only the candidate branches."""
@@ -611,6 +702,50 @@ class ScannedPattern:
 
     def __repr__(self) -> str:
         return f"ScannedPattern({self.pattern!r}, bits {self._offset}..)"
+
+
+class SliceGate:
+    """Whether a `ScannedPattern` may match some slice of a text (a sentence, a clause, any part),
+    told by searching the whole text once: each candidate branch (under the text's scan) is
+    searched with its zero-width assertions removed (`relax`). Where none is found, no slice can
+    match, so a rule checking a reply clause by clause need not split it at all. A branch that
+    does not relax into a pattern `re` skips ahead on (a clause-start anchor before an open
+    alternation, say) is not searched: it counts as possibly matching wherever its literals occur.
+    """
+
+    __slots__ = ("_kept", "_pattern", "_regexes")
+
+    def __init__(self, pattern: ScannedPattern) -> None:
+        self._pattern = pattern
+        filtered = pattern.pattern
+        regexes: list[re.Pattern[str] | None] = []
+        kept = 0
+        for index, branch in enumerate(filtered.branches):
+            relaxed = relax(branch, filtered.flags)
+            searched = None if relaxed is None else skipping_suffix(relaxed, filtered.flags)
+            if searched is None:
+                kept |= 1 << index
+                regexes.append(None)
+            else:
+                regexes.append(re.compile(searched, filtered.flags))
+        self._kept = kept
+        self._regexes = tuple(regexes)
+
+    def may_match(self, text: str, scan: Scan | None) -> bool:
+        """False only when the pattern matches no slice of `text` (`scan`: the scan of `text`)."""
+        pattern = self._pattern
+        if scan is None or scan.scanner is not pattern.scanner:
+            return pattern.pattern.may_match(text)
+        branches = ((scan.mask >> pattern._offset) & pattern._width) | pattern._always
+        if branches & self._kept:
+            return True
+        regexes = self._regexes
+        while branches:
+            low = branches & -branches
+            branches ^= low
+            if regexes[low.bit_length() - 1].search(text) is not None:  # type: ignore[union-attr]
+                return True
+        return False
 
 
 class ScannedSearch:
@@ -796,3 +931,142 @@ def _closing_paren(pattern: str, open_index: int) -> int | None:
                 return i
         i += 1
     return None
+
+
+_ASSERTION_ESCAPES = frozenset(("\\b", "\\B", "\\A", "\\Z"))
+_LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
+
+
+def relax(pattern: str, flags: int = 0) -> str | None:
+    """`pattern` with every zero-width assertion (`\\b`, `\\B`, `^`, `$`, `\\A`, `\\Z`, look-aheads
+    and look-behinds) removed, or None when that cannot be done safely (an assertion under a
+    quantifier, a conditional, a group reference, verbose mode, or a result that does not compile).
+
+    Assertions only ever turn matches away, and what is left matches on the characters it consumes
+    alone. So wherever `pattern` matches any part of a text (a clause, a sentence: with whatever
+    lies at that part's edges), the relaxed pattern matches the whole text at the same span: one
+    search of the whole text that finds nothing rules out every part of it at once.
+    """
+    if flags & re.VERBOSE or "(?x" in pattern or _has_group_reference(pattern) or "(?(" in pattern:
+        return None
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            escape = pattern[i : i + 2]
+            i += 2
+            if escape in _ASSERTION_ESCAPES:
+                if pattern[i : i + 1] in _QUANTIFIERS:
+                    return None
+                continue
+            out.append(escape)
+        elif ch == "[":
+            end = _class_end(pattern, i)
+            if end is None:
+                return None
+            out.append(pattern[i:end])
+            i = end
+        elif ch in "^$":
+            i += 1
+            if pattern[i : i + 1] in _QUANTIFIERS:
+                return None
+        elif pattern.startswith(_LOOKAROUNDS, i):
+            close = _closing_paren(pattern, i)
+            if close is None or pattern[close + 1 : close + 2] in _QUANTIFIERS:
+                return None
+            i = close + 1
+        else:
+            out.append(ch)
+            i += 1
+    relaxed = "".join(out)
+    try:
+        re.compile(relaxed, flags)
+    except re.error:
+        return None
+    return relaxed
+
+
+def _class_end(pattern: str, open_index: int) -> int | None:
+    """Index just past the character class opened at `open_index` (None if it never closes)."""
+    i = open_index + 1
+    if pattern[i : i + 1] == "^":
+        i += 1
+    if pattern[i : i + 1] == "]":  # a "]" first in a class stands for itself
+        i += 1
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "]":
+            return i + 1
+        i += 1
+    return None
+
+
+def skipping_suffix(pattern: str, flags: int = 0) -> str | None:
+    """The longest tail of `pattern` (a sequence with no top-level "|" and no assertions) that
+    `re` can skip ahead for: it opens with a few characters, not a space (which is everywhere),
+    and needs at least `MIN_LITERAL` characters. None when no tail does.
+
+    Any match of a sequence holds a match of each of its tails, so a text where the tail is not
+    found has no match of the pattern either: "(?:the |your )?(?:best|right) option for you" is
+    looked for as " option for you" would be, were that its first skipping tail.
+    """
+    if len(split_alternation(pattern)) != 1:
+        return None
+    items = _top_items(pattern)
+    if items is None:
+        return None
+    for start in range(len(items)):
+        tail = "".join(items[start:])
+        try:
+            parsed = list(_p.parse(tail, flags))
+        except re.error:
+            continue
+        openers = _openers(parsed)
+        if (
+            openers is not None
+            and len(openers) <= _MAX_OPENERS
+            and ord(" ") not in openers
+            and _p.parse(tail, flags).getwidth()[0] >= MIN_LITERAL
+        ):
+            return tail
+    return None
+
+
+def _top_items(pattern: str) -> list[str] | None:
+    """`pattern` cut into its top-level pieces (a character, escape, class or group, each with its
+    quantifier), or None when it cannot be read."""
+    if _UNSPLITTABLE.search(pattern):
+        return None
+    items: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            end = i + 2
+        elif ch == "[":
+            found = _class_end(pattern, i)
+            if found is None:
+                return None
+            end = found
+        elif ch == "(":
+            close = _closing_paren(pattern, i)
+            if close is None:
+                return None
+            end = close + 1
+        else:
+            end = i + 1
+        quantifier = _QUANTIFIER_AT.match(pattern, end)
+        if quantifier is not None:
+            end = quantifier.end()
+        items.append(pattern[i:end])
+        i = end
+    return items
+
+
+# Escapes longer than two characters (a tail could start inside them) and inline flags (a tail
+# would lose them): a pattern holding either is not cut.
+_UNSPLITTABLE = re.compile(r"\\[xuUN0-7g]|\(\?[aiLmsux-]")
+_QUANTIFIER_AT = re.compile(r"(?:[*+?]|\{\d*(?:,\d*)?\})[?+]?")

@@ -10,7 +10,7 @@ import re
 
 from compliance.codes import ComplianceCode
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner
+from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, SliceGate
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, kb_source
 
@@ -28,6 +28,9 @@ class _PatternRule(BaseRule):
             (p.description, scanner.bind(p.regex), scanner.bind(FilteredPattern.of(p.pattern, re.MULTILINE)))
             for p in kb.patterns("prohibited", self.code)
         ]
+        # Each pattern's relaxed form, searched once over the unquoted reply: where it finds
+        # nothing, no clause can match and the reply need not be split into clauses at all.
+        self._gates = [SliceGate(regex) for _, regex, _ in self._compiled]
         guard = next(p.regex for p in kb.patterns("permitted", self.code) if p.id == self.guard_id)
         self._guard = scanner.bind(guard)
         # A clause that names a scam tactic ("promises of guaranteed returns are a red flag")
@@ -35,12 +38,15 @@ class _PatternRule(BaseRule):
         self._named = scanner.bind(kb.lexicon("pressure_named").regex)
 
     def matches(self, a: Analysis) -> list[tuple[str, str]]:
-        # Each pattern that can match (its literals occur in the reply) is searched for in the
+        # Each pattern that can match (its relaxed form occurs in the reply) is searched for in the
         # advisor's own words as a whole; only the clauses its matches touch are then checked,
         # clause by clause and in order.
-        scan = a.unquoted_scan
-        own = a.own_text if scan is None else ""
-        candidates = [entry for entry in self._compiled if entry[2].may_match(scan, own)]
+        scan, unquoted = a.unquoted_scan, a.advisor_unquoted
+        candidates = [
+            entry
+            for entry, gate in zip(self._compiled, self._gates, strict=True)
+            if gate.may_match(unquoted, scan)
+        ]
         if not candidates:
             return []
         touched = [

@@ -25,7 +25,16 @@ class DbWarningRule(BaseRule):
         scan = a.advisor_scan
         if self._direct.search(a.advisor, scan):
             return True
-        return any(self._loss.search(s, scan) and self._benefit.search(s, scan) for s in a.advisor_sentences)
+        # The loss and the guarantee in one sentence, or the loss just after the sentence naming the
+        # guarantee ("A GAR is a guaranteed annuity rate... If you transferred, you'd lose it.").
+        sentences = a.advisor_sentences
+        for index, sentence in enumerate(sentences):
+            if self._loss.search(sentence, scan) and (
+                self._benefit.search(sentence, scan)
+                or (index > 0 and self._benefit.search(sentences[index - 1], scan))
+            ):
+                return True
+        return False
 
     def check(self, a: Analysis) -> list[RuleHit]:
         if not self._topics.db_transfer_in_play(a) or self.warned(a):

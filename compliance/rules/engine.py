@@ -11,7 +11,12 @@ from compliance.rules.base import Analysis, Rule
 from compliance.rules.certainty import FalseCertaintyRule, PromisedOutcomeRule
 from compliance.rules.db_transfer import DbAdviceSignpostRule, DbWarningRule
 from compliance.rules.disclosures import PensionWiseNudgeRule, RiskDisclosureRule
-from compliance.rules.facts import EarlyAccessClaimRule, FalseClaimRule, FigureCheckRule
+from compliance.rules.facts import (
+    EarlyAccessClaimRule,
+    FalseClaimRule,
+    FigureCheckRule,
+    UnfundedTransferClaimRule,
+)
 from compliance.rules.recommendation import PersonalRecommendationRule
 from compliance.rules.scams import ScamRedFlagRule
 from compliance.rules.signposting import AdviceRequestSignpostRule
@@ -28,11 +33,12 @@ def default_rules(kb: KnowledgeBase, topics: Topics | None = None) -> list[Rule]
         DbWarningRule(kb, topics),
         DbAdviceSignpostRule(kb, topics),
         AdviceRequestSignpostRule(kb, topics),
-        RiskDisclosureRule(kb, scanner),
+        RiskDisclosureRule(kb, topics),
         PensionWiseNudgeRule(kb, topics),
         FigureCheckRule(kb, scanner),
         FalseClaimRule(kb, scanner),
         EarlyAccessClaimRule(kb, scanner),
+        UnfundedTransferClaimRule(kb, scanner),
         FalseCertaintyRule(kb, scanner),
         PromisedOutcomeRule(kb, scanner),
         ScamRedFlagRule(kb, topics),

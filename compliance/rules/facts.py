@@ -10,9 +10,11 @@ on what it cannot tie to a fact, and towards a firm FACTUAL_ERROR on what it can
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import date
+from decimal import Decimal
 
 from compliance.calculators import (
     personal_minimum_pension_age,
@@ -52,6 +54,47 @@ _NEGATION_WINDOW = 25
 # Leads naming the customer's own birthday ("when you turn 55"), and deadlines ("before 55").
 _BIRTHDAY_LEADS = frozenset({"turn", "turning", "turns", "reach", "reaching", "reaches"})
 _DEADLINE_LEADS = frozenset({"before", "until", "till"})
+# The period an amount is stated for ("£241.30 a week", "£12,547 yearly"), read right after it.
+_PERIOD_AFTER = re.compile(
+    r"^\s*(?:(?:a|an|per|each|every)\s+(?P<unit>week|month|year|annum)\b|(?P<adverb>weekly|monthly|yearly|annually)\b)"
+)
+_PERIOD_NAMES = {"annum": "year", "weekly": "week", "monthly": "month", "yearly": "year", "annually": "year"}
+# "from 55 to 57": an age given as the old end of a change, not as a boundary for the customer.
+_TRANSITION_AFTER = re.compile(r"^\s+to\s+(?:age\s+)?\d")
+# How many characters after an amount its period is looked for.
+_PERIOD_WINDOW = 20
+
+
+def _period(sentence: str, fig: ExtractedFigure) -> str | None:
+    """The period an amount is stated for ("week", "month", "year"), or None when none is named."""
+    match = _PERIOD_AFTER.match(sentence[fig.end : fig.end + _PERIOD_WINDOW])
+    if match is None:
+        return None
+    word = match.group("unit") or match.group("adverb")
+    return _PERIOD_NAMES.get(word, word)
+
+
+def _precision(value: float) -> float:
+    """The rounding step a stated figure shows: 0.01 for £241.30, 1,000 for £268,000, 10,000 for
+    £1.07 million, 1 for £268,725."""
+    if value != int(value):
+        exponent = Decimal(repr(value)).normalize().as_tuple().exponent
+        return 10.0 ** int(exponent)
+    number, step = int(value), 1.0
+    while number and number % 10 == 0:
+        number //= 10
+        step *= 10
+    return step
+
+
+def _rounds_to(value: float, target: float) -> bool:
+    """`value` is `target` written to `value`'s own precision (£268,000 for £268,275), where that
+    precision is fine enough (at most 1% of the target) to be a rounding and not another figure."""
+    step = _precision(value)
+    if step > 0.01 * abs(target):
+        step = _precision(target)
+    rounded = math.floor(target / step + 0.5) * step
+    return abs(value - rounded) <= 1e-9 * max(abs(target), 1.0)
 
 
 @dataclass(frozen=True)
@@ -119,6 +162,12 @@ class FigureCheckRule(BaseRule):
         self._denied = lexicon("deadline_denial")
         self._timing = lexicon("birthday_timing")
         self._you = lexicon("second_person")
+        self._death = lexicon("death_context")
+        self._own_age_before = lexicon("own_age_reference")
+        self._own_age_after = lexicon("own_age_after")
+        self._over = lexicon("comparative_over")
+        self._under = lexicon("comparative_under")
+        self._own_pot = lexicon("own_pot_reference")
         self._exact = kb.figure_check.exact_tolerance
         self._approximate = kb.figure_check.approximate_tolerance
         self._fraction = kb.figure("tax_free_cash_fraction").value
@@ -148,6 +197,18 @@ class FigureCheckRule(BaseRule):
             for d in (band.born_from, band.born_to)
             if d is not None
         }
+        # For each band: the whole-year ages it can be told as, and the calendar years in which its
+        # people reach State Pension age, so "rising to 68 from 2028" can be checked as a pair.
+        self._spa_reached: list[tuple[set[int], float, float]] = []
+        for band in kb.state_pension_age_bands:
+            ages = set(range(band.earliest_years, band.latest_years + (2 if band.latest_months else 1)))
+            first = -math.inf if band.born_from is None else float(band.born_from.year + band.earliest_years)
+            last = (
+                math.inf
+                if band.born_to is None
+                else float(band.born_to.year + band.latest_years + (1 if band.latest_months else 0))
+            )
+            self._spa_reached.append((ages, first, last))
         self._minimum_by_age: dict[int, list[int]] = {}
         self._by_kind: dict[str, list[tuple[FigureConcept, ScannedPattern]]] = {}
         for concept in self._concepts:
@@ -166,6 +227,13 @@ class FigureCheckRule(BaseRule):
         self._fixed = {
             concept.key: self._fixed_values(concept, concept.accepts) for concept in self._concepts
         }
+        # Fact-key selectors: calculator_facts_<concept key>, else calculator_facts_<derived>.
+        self._fact_selectors = {}
+        for concept in self._concepts:
+            for name in (concept.key, concept.derived):
+                if name and f"calculator_facts_{name}" in kb.lexicons:
+                    self._fact_selectors[concept.key] = kb.lexicon(f"calculator_facts_{name}").regex
+                    break
         self._historical = {
             concept.key: self._fixed_values(concept, concept.historical_accepts) for concept in self._concepts
         }
@@ -186,18 +254,32 @@ class FigureCheckRule(BaseRule):
             )
         return values
 
+    def _tool_facts(self, concept: FigureConcept, a: Analysis) -> set[float]:
+        """This turn's calculator results that this concept may restate: only its own tool's (the
+        knowledge base's calculator_facts_<concept key or derived> lexicon names them)."""
+        if not a.ctx.facts:
+            return set()
+        selector = self._fact_selectors.get(concept.key)
+        if selector is None:
+            return set()
+        key = ("tool_facts", concept.key)
+        found = a.memo.get(key)
+        if found is None:
+            found = a.memo[key] = {v for name, v in a.ctx.facts.items() if selector.search(name)}
+        return found  # type: ignore[return-value]
+
     def _money_mentions(self, a: Analysis) -> list[float]:
         return [f.value for f in (*a.customer_figures, *a.advisor_figures) if f.kind == "money"]
 
     def _known_amounts(self, a: Analysis) -> set[float]:
         """Amounts that are right to restate in any derived claim: the customer's pots and their
-        totals, amounts the customer said, and calculator results for this turn."""
+        totals, and amounts the customer said (calculator results are added per concept)."""
         profile = a.ctx.customer
         values = {p.value_gbp for p in profile.pots}
         values |= {profile.total_gbp, sum(p.value_gbp for p in profile.pots if p.type == "DC")}
         values |= {sum(p.value_gbp for p in profile.pots if p.type == "DB")}
         values |= {f.value for f in a.customer_figures if f.kind == "money"}
-        return values | set(a.ctx.facts.values())
+        return values
 
     def _derived(
         self, concept: FigureConcept, fig: ExtractedFigure, bound: _Bound, a: Analysis
@@ -205,11 +287,12 @@ class FigureCheckRule(BaseRule):
         profile = a.ctx.customer
         derived = concept.derived
         if derived == "pot_value":
-            return self._known_amounts(a)
+            return self._known_amounts(a) | self._tool_facts(concept, a)
         if derived == "tax_free_cash":
-            bases = self._known_amounts(a) | set(self._money_mentions(a))
+            tool = self._tool_facts(concept, a)
+            bases = self._known_amounts(a) | set(self._money_mentions(a)) | tool
             bases.add(tax_free_cash(profile.pots, self.kb).dc_total_gbp)
-            values = {self._lsa} | self._known_amounts(a)
+            values = {self._lsa} | self._known_amounts(a) | tool
             # A share above the cap is only right as an uncapped illustration ("25% of £1.4m would
             # be £350,000, but..."), never where the clause speaks of the cap or the most available.
             capped_clause = self._cap_cues.search(bound.clause, a.unquoted_scan) is not None
@@ -265,7 +348,10 @@ class FigureCheckRule(BaseRule):
         if fig.lead in _BOUNDARY_LEADS:
             # "You can access it from 55, rising to 57 from 6 April 2028": the sentence states the
             # rule and its change, so today's age is right even for someone who will wait till 57.
-            if self._general.search(bound.sentence, scan) and self._names_later_age(bound.sentence):
+            # So does "it will have risen from 55 to 57" (the old end of the change).
+            if (self._general.search(bound.sentence, scan) and self._names_later_age(bound.sentence)) or (
+                fig.lead == "from" and _TRANSITION_AFTER.match(bound.sentence[fig.end :])
+            ):
                 return personal | {self._nmpa_now, self._nmpa_later}
             return personal
         # "At 60 you can take it": any age at or above the customer's minimum is right.
@@ -275,18 +361,35 @@ class FigureCheckRule(BaseRule):
         later = f"{self._nmpa_later:g}"
         return any(f.kind == "age" and f"{f.value:g}" == later for f in extract_figures(sentence))
 
-    def _accepted(self, bound: _Bound, fig: ExtractedFigure, a: Analysis) -> set[float] | None:
-        """Values this concept accepts for this figure, or None when any value is fine (history)."""
+    def _accepted(
+        self, bound: _Bound, fig: ExtractedFigure, a: Analysis
+    ) -> tuple[set[float], set[float]] | None:
+        """Values this concept accepts for this figure, as (statutory figures, derived amounts), or
+        None when any value is fine (history). Statutory figures must be exact (or a rounding of
+        them); derived amounts (a pot's 25%, a weekly rate times 52) allow the rounding slack."""
         concept = bound.concept
-        values = set(self._fixed[concept.key])
+        statutory = set(self._fixed[concept.key])
         historical = self._historical_cues[concept.key]
         if historical is not None and historical.search(bound.sentence, a.unquoted_scan):
             if not concept.historical_accepts:
                 return None
-            values |= self._historical[concept.key]
-        if concept.derived:
-            values |= self._derived(concept, fig, bound, a)
-        return values
+            statutory |= self._historical[concept.key]
+        derived = self._derived(concept, fig, bound, a) if concept.derived else set()
+        if concept.derived == "tax_free_cash":
+            # The lump sum allowance among the tax-free amounts is the statutory figure itself.
+            derived.discard(self._lsa)
+            statutory.add(self._lsa)
+        if concept.derived == "state_pension_annual":
+            # A State Pension amount is right only for the period it is stated for: the weekly rate
+            # "a week", the yearly one "a year", and a twelfth of that "a month".
+            period = _period(bound.sentence, fig)
+            if period not in (None, "week"):
+                statutory = set()
+            if period == "month":
+                derived = {v / 12 for v in derived}
+            elif period not in (None, "year"):
+                derived = set()
+        return statutory, derived
 
     def _tolerance(self, fig: ExtractedFigure, sentence: str, scan: Scan | None) -> float:
         """Relative slack: none for ages and years (57 is not 'about 55'), rounding for amounts,
@@ -299,6 +402,57 @@ class FigureCheckRule(BaseRule):
     @staticmethod
     def _close(value: float, target: float, tolerance: float) -> bool:
         return abs(value - target) <= tolerance * max(abs(target), 1.0)
+
+    def _own_age(self, fig: ExtractedFigure, sentence: str, a: Analysis) -> bool:
+        """The age is the customer's own present age stated as such ("as you're 45", "at 62 yours
+        is likely to be 67"): a reference to them, not a claim about a pension age."""
+        if fig.value != a.ctx.customer.age:
+            return False
+        scan = a.unquoted_scan
+        if self._own_age_before.search(sentence[max(0, fig.start - _NEGATION_WINDOW) : fig.start], scan):
+            return True
+        return fig.lead == "at" and self._own_age_after.search(sentence[fig.end :], scan) is not None
+
+    def _comparison_error(self, fig: ExtractedFigure, sentence: str, a: Analysis, memo: dict) -> str | None:
+        """For an amount after "over"/"under" in a clause about this customer's pension ("your
+        pension is worth over £30,000"): "" when the comparison holds for one of their pots or
+        totals, a message when none does, None when the amount is no such comparison. A compared
+        amount is a threshold, never the pot's value, so it is not bound as one."""
+        scan = a.unquoted_scan
+        before = sentence[max(0, fig.start - _NEGATION_WINDOW) : fig.start]
+        over = self._over.search(before, scan) is not None
+        if not over and self._under.search(before, scan) is None:
+            return None
+        clause = _clause_around(sentence, fig.start, self._breaks(sentence, memo))
+        if self._own_pot.search(clause, scan) is None:
+            return None
+        amounts = self._known_amounts(a) - set(a.ctx.facts.values())
+        amounts.discard(0.0)
+        if any((v > fig.value) if over else (v < fig.value) for v in amounts):
+            return ""
+        values = ", ".join(f"£{v:,.0f}" for v in sorted(amounts))
+        side = "over" if over else "under"
+        return f"The customer's pension is not {side} {fig.text.strip()} (their pensions: {values})."
+
+    def _spa_pair_error(
+        self, fig: ExtractedFigure, sentence: str, bound: list[_Bound], memo: dict
+    ) -> str | None:
+        """A State Pension age year must fit the age named with it in its clause ("rising to 68
+        from 2028" is wrong: 68 is reached from 2044). None when it fits or no age is named."""
+        if not any(b.concept.derived == "state_pension_age_years" for b in bound):
+            return None
+        clause = _clause_around(sentence, fig.start, self._breaks(sentence, memo))
+        if "born" in clause:
+            return None  # a birth year ("born on or after 6 April 1978"), not when the age is reached
+        ages = [f.value for f in extract_figures(clause) if f.kind == "age"]
+        if not ages:
+            return None
+        for age in ages:
+            for band_ages, first, last in self._spa_reached:
+                if int(age) in band_ages and first - 1 <= fig.value <= last:
+                    return None
+        shown = ", ".join(f"{age:g}" for age in ages)
+        return f"{fig.text.strip()!r} does not fit State Pension age {shown}: that age is not reached then."
 
     # --- binding ------------------------------------------------------------------------------
 
@@ -377,6 +531,11 @@ class FigureCheckRule(BaseRule):
             concepts = [
                 c for c in self._concepts_in(sentence, fig.kind, fig, 0, memo, scan) if c.max_gap is None
             ]
+        if concepts and fig.kind == "age" and self._death.search(clause, scan):
+            # "If you die before 75...": a death-benefit age, not the age money can be taken.
+            concepts = [c for c in concepts if c.derived != "minimum_pension_age"]
+            if not concepts:
+                return []
         if concepts:
             return [_Bound(c, clause, sentence) for c in concepts]
         if first:
@@ -398,6 +557,14 @@ class FigureCheckRule(BaseRule):
             for fig in extract_figures(sentence):
                 if self._negated.search(sentence[max(0, fig.start - _NEGATION_WINDOW) : fig.start], scan):
                     continue
+                if fig.kind == "age" and self._own_age(fig, sentence, a):
+                    continue
+                if fig.kind == "money":
+                    comparison = self._comparison_error(fig, sentence, a, memo)
+                    if comparison is not None:
+                        if comparison:
+                            hits.append(self.hit(comparison, sentence))
+                        continue
                 bound = self._bind(fig, sentence, index == 0, a, memo)
                 if not bound:
                     continue
@@ -406,14 +573,29 @@ class FigureCheckRule(BaseRule):
                 ):
                     continue  # "it used to be £40,000": history, not a claim about today
                 tolerance = self._tolerance(fig, sentence, scan)
+                # Ages and years are exact; a hedged amount may be approximate; an unhedged
+                # statutory amount must be the figure or a rounding of it.
+                rounding = fig.kind in ("money", "percent") and tolerance != self._approximate
                 expected: set[float] = set()
                 right = False
                 for b in bound:
                     accepted = self._accepted(b, fig, a)
-                    if accepted is None or any(self._close(fig.value, v, tolerance) for v in accepted):
+                    if accepted is None:
                         right = True
                         break
-                    expected |= accepted
+                    statutory, derived = accepted
+                    if any(
+                        _rounds_to(fig.value, v) if rounding else self._close(fig.value, v, tolerance)
+                        for v in statutory
+                    ) or any(self._close(fig.value, v, tolerance) for v in derived):
+                        right = True
+                        break
+                    expected |= statutory | derived
+                if right and fig.kind == "year":
+                    wrong_pair = self._spa_pair_error(fig, sentence, bound, memo)
+                    if wrong_pair:
+                        hits.append(self.hit(wrong_pair, sentence))
+                    continue
                 if not right:
                     names = ", ".join(b.concept.key for b in bound)
                     shown = ", ".join(f"{v:,.2f}".rstrip("0").rstrip(".") for v in sorted(expected)[:6])
@@ -492,6 +674,47 @@ class EarlyAccessClaimRule(BaseRule):
                     self.hit(
                         f"The customer is {profile.age}, below their minimum pension age of {minimum}: "
                         "they cannot normally take money from their pension now.",
+                        sentence,
+                    )
+                ]
+        return []
+
+
+class UnfundedTransferClaimRule(BaseRule):
+    """Telling a member of an unfunded public service scheme (NHS, teachers, civil service, police,
+    firefighters, armed forces) that they can transfer to a personal pension, SIPP or other defined
+    contribution scheme is wrong: the law allows no such transfer (Pension Schemes Act 2015 s66)."""
+
+    rule_id = "facts.unfunded_transfer"
+    code = ComplianceCode.FACTUAL_ERROR
+
+    def __init__(self, kb: KnowledgeBase, scanner: LiteralScanner | None = None) -> None:
+        self.source = kb.lexicon("unfunded_public_scheme").source
+        scanner = scanner or LiteralScanner()
+        self._scheme = scanner.bind(kb.lexicon("unfunded_public_scheme").regex)
+        self._affirmed = scanner.bind(kb.lexicon("dc_transfer_affirmed").regex)
+        self._denied = scanner.bind(kb.lexicon("deadline_denial").regex)
+
+    def check(self, a: Analysis) -> list[RuleHit]:
+        profile = a.ctx.customer
+        if not profile.has_db:
+            return []
+        scan = a.unquoted_scan
+        if not self._affirmed.may_match(scan, a.advisor_unquoted):
+            return []
+        # The unfunded scheme is the customer's (by its name on the pot, or named in the talk).
+        public = any(p.type == "DB" and self._scheme.search(p.provider.lower(), None) for p in profile.pots)
+        if not public and not (
+            self._scheme.search(a.customer, a.customer_scan) or self._scheme.search(a.advisor_unquoted, scan)
+        ):
+            return []
+        for sentence in a.unquoted_sentences:
+            match = self._affirmed.search(sentence, scan)
+            if match and self._denied.search(match.group(), None) is None:
+                return [
+                    self.hit(
+                        "Unfunded public service pensions cannot be transferred to a defined contribution "
+                        "scheme (personal pension, SIPP).",
                         sentence,
                     )
                 ]

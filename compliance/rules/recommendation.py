@@ -8,9 +8,10 @@ import re
 
 from compliance.codes import ComplianceCode
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan
+from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, SliceGate
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, kb_source
+from compliance.text import Clause
 
 # How close before a phrase an indirect-question word must be to make it a question being named.
 _INDIRECT_WINDOW = 25
@@ -24,32 +25,38 @@ class PersonalRecommendationRule(BaseRule):
         self.source = kb_source(kb, "advice_boundary")
         scanner = scanner or LiteralScanner()
         # Plain tuples, not the pydantic items: attribute access on models costs more than a match.
-        self._patterns = [
-            (
-                p.id,
-                p.description,
-                scanner.bind(p.regex),
-                None if p.unless is None else scanner.bind(p.unless),
-                FilteredPattern.of(p.pattern, re.MULTILINE),
-            )
-            for p in kb.patterns("prohibited", self.code)
-        ]
+        self._patterns = []
+        for p in kb.patterns("prohibited", self.code):
+            regex = scanner.bind(p.regex)
+            unless = None if p.unless is None else scanner.bind(p.unless)
+            # The pattern without its assertions, searched once over the whole unquoted reply:
+            # where it finds nothing, no own clause (each a slice of that text) can match.
+            gate = SliceGate(regex)
+            whole = FilteredPattern.of(p.pattern, re.MULTILINE)
+            self._patterns.append((p.id, p.description, regex, unless, whole, gate))
         guards = {p.id: p.regex for p in kb.patterns("permitted", self.code)}
         self._declines = scanner.bind(guards["pr.declines"])
         self._indirect = scanner.bind(guards["pr.indirect_question"])
+        self._option_list = scanner.bind(kb.lexicon("option_list").regex)
+        self._modal_carried = scanner.bind(kb.lexicon("modal_carried").regex)
 
     def check(self, a: Analysis) -> list[RuleHit]:
-        # A pattern is only tried if its literals occur in the advisor's own words (the scan of the
-        # unquoted reply covers every own clause); within a clause, the exception (`unless`) is
-        # only looked for once the pattern has matched there.
-        scan = a.unquoted_scan
-        own = a.own_text if scan is None else ""
-        candidates = [p for p in self._patterns if p[2].may_match(scan, own)]
+        # A pattern is only tried if its relaxed form matches the unquoted reply (which holds every
+        # own clause; the scan of it covers them all), so most replies are never split into
+        # clauses; within a clause, the exception (`unless`) is only looked for once the pattern
+        # has matched there.
+        scan, unquoted = a.unquoted_scan, a.advisor_unquoted
+        candidates = [p for p in self._patterns if p[5].may_match(unquoted, scan)]
         if not candidates:
             return []
         hits: list[RuleHit] = []
         clauses = a.own_clauses
-        for pattern_id, description, regex, unless, whole in candidates:
+        # In a numbered list of options each item opens with a verb: none of them is an instruction.
+        listed = self._option_list.search(a.advisor_unquoted, scan) is not None
+        for pattern_id, description, regex, unless, whole, _gate in candidates:
+            imperative = pattern_id == "pr.imperative"
+            if imperative and listed:
+                continue
             # A gated pattern is checked clause by clause (running only its branches whose literals
             # occur); one with no literal to gate on is searched once over the whole text (one
             # clause a line, so "^" still means a clause start) and only the clauses it touches
@@ -58,10 +65,19 @@ class PersonalRecommendationRule(BaseRule):
             for index in indices:
                 text = clauses[index].text
                 steering = [m for m in regex.finditer(text, scan) if not self._cleared(text, m, scan)]
+                if steering and imperative and self._permission_carried(a, clauses[index]):
+                    continue
                 if steering and (unless is None or unless.search(text, scan) is None):
                     hits.append(self.hit(f"{description} ({pattern_id})", text))
                     break
         return hits
+
+    def _permission_carried(self, a: Analysis, clause: Clause) -> bool:
+        """The clause continues a permission with "and"/"or" ("you can take 25%, and leave the rest
+        invested"): its opening verb is still what the customer can do."""
+        sentence = a.unquoted_sentences[clause.sentence_index]
+        position = sentence.find(clause.text)
+        return position > 0 and self._modal_carried.search(sentence[:position], a.unquoted_scan) is not None
 
     def _cleared(self, clause: str, match: re.Match[str], scan: Scan | None) -> bool:
         prefix = clause[: match.start()]

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 
+from compliance.calculators import personal_minimum_pension_age
 from compliance.knowledge import KnowledgeBase
 from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, ScannedPattern
 from compliance.knowledge.schema import ScamRedFlag
-from compliance.models import CustomerProfile
+from compliance.models import CustomerProfile, Pot
 from compliance.rules.base import Analysis
 from compliance.text import sentences
 
@@ -42,6 +43,12 @@ _GENERIC_PROVIDER_WORDS = frozenset(
         "benefits",
     ]
 )
+
+
+def is_safeguarded(pot: Pot) -> bool:
+    """DB benefits, or DC benefits with a guarantee such as a guaranteed annuity rate: both are
+    safeguarded benefits (Pension Schemes Act 2015 s48 and its £30,000 advice requirement)."""
+    return pot.type == "DB" or pot.has_guarantees
 
 
 def provider_tokens(provider: str) -> list[str]:
@@ -81,13 +88,16 @@ class Topics:
         self._signpost_negation = lexicon("signpost_negation")
         self._pension_wise_age = kb.figure("pension_wise_min_age").value
         self._db_threshold = kb.figure("db_advice_threshold").value
+        self._unfunded = lexicon("unfunded_public_scheme")
+        self._minimum_by_age: dict[int, int] = {}
 
     def mentions_db(self, text: str, profile: CustomerProfile, scan: Scan | None = None) -> bool:
-        """`text` names a DB pension (by a DB term or the scheme's name); `scan`: a scan covering it."""
+        """`text` names a safeguarded pension (by a DB or guarantee term or the scheme's name);
+        `scan`: a scan covering it."""
         if self._db_terms.search(text, scan):
             return True
         for pot in profile.pots:
-            if pot.type == "DB":
+            if is_safeguarded(pot):
                 for token in provider_tokens(pot.provider):
                     if re.search(rf"\b{re.escape(token)}", text):
                         return True
@@ -112,14 +122,21 @@ class Topics:
 
     def _db_transfer_in_play(self, a: Analysis) -> bool:
         profile = a.ctx.customer
-        if not profile.has_db:
+        safeguarded = sum(1 for pot in profile.pots if is_safeguarded(pot))
+        if not safeguarded:
             return False
+        # Other (unguaranteed) pots too: transfer talk must be about the safeguarded one.
+        mixed = safeguarded < len(profile.pots)
         customer, scan = a.customer, a.customer_scan
         if self._affirmed(customer, self._db_transfer, scan):
-            if not profile.has_dc:
+            if not mixed:
                 return True
             if self.mentions_db(customer, profile, scan) and not self._db_left_alone.search(customer, scan):
                 return True
+        if not profile.has_db:
+            # A guarantee on a DC pot (a GAR) is in play only when the customer raises moving it:
+            # a reply saying a transfer would lose it is the warning, not a transfer discussion.
+            return False
         unquoted = a.unquoted_scan
         if not self._db_transfer_reply.may_match(unquoted, a.advisor_unquoted):
             return False  # the reply says nothing of transferring
@@ -130,13 +147,29 @@ class Topics:
         )
         for sentence in a.unquoted_sentences:
             if self._affirmed(sentence, self._db_transfer_reply, unquoted) and (
-                not profile.has_dc or customer_on_db or self.mentions_db(sentence, profile, unquoted)
+                not mixed or customer_on_db or self.mentions_db(sentence, profile, unquoted)
             ):
                 return True
         return False
 
     def db_over_advice_threshold(self, profile: CustomerProfile) -> bool:
-        return any(p.type == "DB" and p.value_gbp > self._db_threshold for p in profile.pots)
+        """Safeguarded benefits (DB, or DC with a guarantee) worth more than the threshold, in a
+        scheme that can convert them to flexible benefits: unfunded public service schemes cannot
+        (Pension Schemes Act 2015 s66), so s48's advice requirement never bites there."""
+        return any(
+            is_safeguarded(p) and p.value_gbp > self._db_threshold and not self.unfunded_public(p)
+            for p in profile.pots
+        )
+
+    def unfunded_public(self, pot: Pot) -> bool:
+        """A DB pot in an unfunded public service scheme (NHS, teachers, civil service...)."""
+        return pot.type == "DB" and self._unfunded.search(pot.provider.lower(), None) is not None
+
+    def minimum_pension_age(self, age: int) -> int:
+        """The earliest minimum pension age possible for a customer of this age (cached)."""
+        if age not in self._minimum_by_age:
+            self._minimum_by_age[age] = min(personal_minimum_pension_age(age, self.kb).possible_ages)
+        return self._minimum_by_age[age]
 
     def customer_own_words(self, a: Analysis) -> str:
         """The customer's sentences without what they report others saying."""
@@ -152,7 +185,13 @@ class Topics:
         savings: in their own words (not what someone told them), about themselves or about the
         process, and not as a scammer's offer (the reply then owes a scam warning instead)."""
         profile = a.ctx.customer
-        if not profile.has_dc or profile.age < self._pension_wise_age:
+        # Owed from Pension Wise age, and only once the customer can access the pot: below their
+        # minimum pension age there is no access to nudge about (the answer is "not yet").
+        if (
+            not profile.has_dc
+            or profile.age < self._pension_wise_age
+            or profile.age < self.minimum_pension_age(profile.age)
+        ):
             return False
         # Nothing about access in anything the customer said: nothing to look at in their own words.
         if not self._access.may_match(a.customer_scan, a.customer):
@@ -178,10 +217,15 @@ class Topics:
                 cached = a.memo[("scam_flags", self)] = []
             else:
                 third_party = self._third_party.search(customer, scan) is not None
+                # Access "now" offered to someone already at their minimum pension age is no red
+                # flag: they can take it.
+                of_age = a.ctx.customer.age >= self.minimum_pension_age(a.ctx.customer.age)
                 cached = [
                     flag
                     for flag, regex, needs_third_party in self._flags
-                    if (third_party or not needs_third_party) and regex.search(customer, scan)
+                    if (third_party or not needs_third_party)
+                    and not (of_age and flag.id == "scam.early_access")
+                    and regex.search(customer, scan)
                 ]
                 a.memo[("scam_flags", self)] = cached
         return cached  # type: ignore[return-value]

@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 from compliance.knowledge.prefilter import (
     FilteredPattern,
     LiteralScanner,
+    SliceGate,
     distribute,
     fast_form,
     literal_first,
+    relax,
     required_literals,
+    skipping_suffix,
     split_alternation,
     trie_pattern,
 )
@@ -272,3 +275,72 @@ def test_rules_find_the_same_with_and_without_the_shared_scanner() -> None:
         assert unscanned.advisor_scan is None
         for rule in rules_engine.rules:
             assert rule.check(scanned) == rule.check(unscanned), (rule.rule_id, case.id)
+
+
+# --- slice gates: one search of a whole text rules out every part of it -------------------------
+
+
+def test_relax_drops_every_assertion_and_keeps_what_is_consumed() -> None:
+    assert relax(r"\bshould i\b") == "should i"
+    assert relax(r"(?:^|, )go for\b(?! it)") == "(?:|, )go for"
+    assert relax(r"s(?<=\bs)hould$") == "should"
+    # Classes and escaped backslashes are copied as they are ([^...] and [\b] are no assertions).
+    assert relax(r"[^\]a]b\Z") == r"[^\]a]b"
+    assert relax(r"\\b[\b]x") == r"\\b[\b]x"
+    # An assertion under a quantifier, a conditional or a group reference: not relaxed.
+    for pattern in [r"\b?x", r"a(?=b)?", r"(a)?(?(1)b|c)", r"(a)\1", r"(?x) a # b"]:
+        assert relax(pattern) is None
+
+
+def test_skipping_suffix_is_the_longest_tail_that_opens_with_a_few_characters() -> None:
+    pattern = "(?:the |your )?(?:most )?(?:best|right|ideal) (?:option|choice) for (?:you|people like you)"
+    assert skipping_suffix(pattern) == "(?:best|right|ideal) (?:option|choice) for (?:you|people like you)"
+    assert skipping_suffix(r"(?:(?:so|just)\W+)*(?:take|cash) it") == "(?:take|cash) it"
+    assert skipping_suffix("should") == "should"
+    # A tail opening with a space (everywhere), none at all, or one that could start inside an
+    # escape or lose an inline flag: none.
+    assert skipping_suffix(r"\w+ (?:a|b|c|d|e|f)x") is None
+    assert skipping_suffix(r"a\x41b") is None
+    assert skipping_suffix("(?i)abc") is None
+    assert skipping_suffix("ab|cd") is None
+
+
+def test_a_slice_gate_never_rules_out_a_text_with_a_matching_part() -> None:
+    # Every knowledge-base pattern, every development text and the parts the rules search in it:
+    # wherever the pattern matches a part, its gate lets the whole text through.
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    gates = [SliceGate(scanned) for scanned in bound]
+    ruled_out = 0
+    for text, parts in _dev_texts():
+        scan = scanner.scan(text)
+        for scanned, gate in zip(bound, gates, strict=True):
+            allowed = gate.may_match(text, scan)
+            assert allowed == gate.may_match(text, scan)  # no state kept between calls
+            if not allowed:
+                full = scanned.pattern.full
+                assert not any(full.search(part) for part in parts), (scanned.pattern.pattern[:60], text)
+                ruled_out += scanned.may_match(scan)
+            # Without a scan of its scanner the gate falls back to the pattern's literal gate.
+            assert gate.may_match(text, None) or scanned.pattern.full.search(text) is None
+    # The gates do rule out texts the literal scan alone lets through (or they would be useless).
+    assert ruled_out > 100
+
+
+_SLICE_WORDS = st.sampled_from(
+    ["take it", "the best option for you", "best", "it", "so", ",", ".", " ", "'", "x"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SLICE_WORDS, min_size=0, max_size=10), st.integers(0, 10), st.integers(0, 10))
+def test_a_slice_gate_agrees_on_any_text_and_slice(words: list[str], start: int, stop: int) -> None:
+    scanner = LiteralScanner()
+    pattern = FilteredPattern(
+        [r"(?:^|, )(?:so\W+)*take it\b", r"\bthe best option for you\b(?!\w)", r"(?<![a-z])best\b", r"^it$"]
+    )
+    scanned = scanner.bind(pattern)
+    gate = SliceGate(scanned)
+    text, part = "".join(words), "".join(words[start:stop])
+    if pattern.full.search(part):
+        assert gate.may_match(text, scanner.scan(text)), (text, part)

@@ -60,3 +60,46 @@ def test_promises_are_flagged_and_also_reported_as_false_certainty(reply: str) -
 def test_guarantees_described_or_denied_pass(reply: str) -> None:
     assert hits(PROMISE, ctx("?", reply)) == []
     assert hits(CERTAINTY, ctx("?", reply)) == []
+
+
+# --- Families found by the blind batch C (written without reading the rules) -----------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "There's no way you'll run out at that rate.",
+        "Inflation won't be a problem for you.",
+        "A hundred per cent you'll get more from drawdown.",
+        "Buy it and you'll never regret it.",
+    ],
+)
+def test_blind_c_false_certainty(reply: str) -> None:
+    assert hits(CERTAINTY, ctx("?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "With £100,000 an annuity will give you £7,500 a year for life.",
+        "You'll be able to take £8,000 a year for life without ever touching the capital.",
+        "Markets always recover, so you'll get it all back if you sit tight.",
+        "Don't worry, your tax bill will be zero.",
+    ],
+)
+def test_blind_c_promised_outcomes(reply: str) -> None:
+    assert hits(PROMISE, ctx("?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "No one can say whether inflation will be a problem; a level annuity buys less as prices rise.",
+        "An annuity quote might give you around £7,500 a year, but rates change and quotes differ.",
+        "If markets fall, you may not get back what you put in.",
+        "Whether you'll run out depends on how much you take and how markets do.",
+    ],
+)
+def test_blind_c_hedged_statements_pass(reply: str) -> None:
+    assert hits(CERTAINTY, ctx("?", reply)) == []
+    assert hits(PROMISE, ctx("?", reply)) == []

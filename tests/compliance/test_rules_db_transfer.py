@@ -118,3 +118,59 @@ def test_leaving_the_scheme_for_a_cash_offer_is_a_transfer_discussion() -> None:
     assert hits(ADVICE, ctx(customer, warned, pots=pots))
     assert hits(WARNING, ctx(customer, warned + SIGNPOSTED, pots=pots)) == []
     assert hits(ADVICE, ctx(customer, warned + SIGNPOSTED, pots=pots)) == []
+
+
+# --- Families found by the blind batch C (written without reading the rules) -----------------
+
+
+def _gar_ctx(customer: str, reply: str, value: float = 60000):
+    from compliance.models import Pot
+
+    context = ctx(customer, reply)
+    context.customer.pots[:] = [
+        Pot(type="DC", value_gbp=value, provider="Equitable Life", has_guarantees=True)
+    ]
+    return context
+
+
+def test_a_guaranteed_annuity_rate_over_the_threshold_needs_the_advice_signpost() -> None:
+    # Safeguarded benefits include a DC pot's guaranteed annuity rate (Pension Schemes Act 2015 s48).
+    reply = "Yes, you can transfer it, though the guaranteed annuity rate would be lost."
+    customer = "Can I transfer my old Equitable policy? It has a guaranteed annuity rate."
+    assert hits(ADVICE, _gar_ctx(customer, reply))
+    assert hits(ADVICE, _gar_ctx(customer, reply + " " + SIGNPOSTED)) == []
+    assert hits(ADVICE, _gar_ctx(customer, reply, value=25000)) == []
+    # Explaining what a GAR is, with a warning that moving would lose it, is no transfer discussion.
+    explained = "A GAR is a promise of a set annuity rate. You could lose it if you transfer."
+    assert hits(ADVICE, _gar_ctx("What does guaranteed annuity rate mean?", explained)) == []
+    assert hits(WARNING, _gar_ctx("What does guaranteed annuity rate mean?", explained)) == []
+
+
+@pytest.mark.parametrize(
+    "warning",
+    [
+        "Your DB pension pays a guaranteed income for life, and giving any of that up is rarely in people's interest.",
+        "If you ever transferred it, you'd be giving that guarantee up.",
+        "The FCA's starting assumption is that a transfer won't be suitable for most people.",
+        "That also means you keep the guaranteed, inflation-linked income the scheme pays.",
+        "It pays a guaranteed income for life. If you transferred, you'd lose it.",
+    ],
+)
+def test_blind_c_warnings_in_other_words(warning: str) -> None:
+    assert hits(WARNING, ctx("Can I transfer my final salary pension?", warning, pots=DB_ONLY)) == []
+
+
+def test_colloquial_moving_puts_a_transfer_in_play() -> None:
+    customer = "Ma works pension is final salary. Can I shift it tae a SIPP and buy shares wi it?"
+    assert hits(WARNING, ctx(customer, "You can, if you take regulated advice first.", pots=DB_ONLY))
+
+
+def test_no_advice_signpost_is_owed_for_an_unfunded_public_service_scheme() -> None:
+    # Such schemes cannot convert to flexible benefits (Pension Schemes Act 2015 s66), so s48 never bites.
+    nhs = [("DB", 52000, "NHS Pension Scheme")]
+    reply = "No. The law doesn't allow transfers from the NHS scheme into defined contribution pensions."
+    assert hits(ADVICE, ctx("Could I move my NHS pension into a personal pension?", reply, pots=nhs)) == []
+    assert hits(
+        ADVICE,
+        ctx("Could I move my Boots pension into a personal pension?", reply, pots=[("DB", 52000, "Boots")]),
+    )

@@ -139,3 +139,96 @@ def test_a_question_about_what_an_annuity_does_is_not_a_decision_to_access() -> 
     reply = "Only if you choose one that rises each year; a level annuity buys less as prices rise."
     assert hits(NUDGE, ctx("Will an annuity protect me from inflation?", reply, age=60)) == []
     assert hits(NUDGE, ctx("I'm going to buy an annuity next month.", reply, age=60))
+
+
+# --- Families found by the blind batch C (written without reading the rules) -----------------
+
+
+@pytest.mark.parametrize(
+    "customer, reply",
+    [
+        # A feature of a policy (a guaranteed annuity rate) is not an option being described.
+        (
+            "How do I know what my old pension is worth?",
+            "Check your statement, and look for any mention of a guaranteed annuity rate.",
+        ),
+        # Someone else's pension after a death.
+        (
+            "My husband died and there's letters about his pension.",
+            "The letters are probably telling you what his pension can pay you: a regular income or a one-off sum.",
+        ),
+        # The serious ill-health rule.
+        (
+            "I've been told I've got months.",
+            "If you are seriously ill, you can usually take the whole pot as a lump sum.",
+        ),
+        # A transfer the law does not allow.
+        (
+            "Could I move my NHS pension into a personal pension?",
+            "No. The law doesn't allow transfers from the NHS scheme into defined contribution pensions.",
+        ),
+        # Risks in other words: "can't normally be changed", "could affect some benefits".
+        ("I'm about to buy an annuity.", "Once bought, an annuity can't normally be changed."),
+        ("Can I take my pension?", "You can, but money taken out could affect some benefits."),
+        ("Can I move it?", "If you transferred, you'd lose it."),
+    ],
+)
+def test_blind_c_risk_disclosure_counter_examples(customer: str, reply: str) -> None:
+    assert hits(RISK, ctx(customer, reply)) == []
+
+
+def test_a_scam_warning_answering_a_red_flag_is_not_an_option_described() -> None:
+    warning = (
+        "Please don't move anything. That sounds like a scam. Real pension companies don't ring up and "
+        "tell you to move your money today."
+    )
+    customer = "A man on the phone says my pension is at risk and I need to move it today."
+    assert hits(RISK, ctx(customer, warning)) == []
+    # Without a red flag from the customer, the same option talk still needs its risks.
+    assert hits(RISK, ctx("Can I move my pension?", "You can move your money to another provider today."))
+
+
+def test_a_request_to_explain_an_option_is_a_question_about_it() -> None:
+    reply = "You hand over your pot to an insurer and they pay you a set income for the rest of your life."
+    assert hits(RISK, ctx("Explain annuities to me like I'm five.", reply))
+    assert hits(RISK, ctx("Explain annuities to me.", reply + " It can't usually be undone.")) == []
+
+
+def test_nudge_recognises_the_service_described_not_named() -> None:
+    reply = (
+        "Before you do, you can book a free, impartial appointment with the government's pension "
+        "guidance service on MoneyHelper. Withdrawals are taxed beyond the tax-free quarter."
+    )
+    assert hits(NUDGE, ctx("I think I'll take some of my pension next month.", reply, age=61)) == []
+
+
+def test_discouraging_pension_wise_is_not_a_nudge() -> None:
+    reply = "You don't need Pension Wise for something this simple. A quarter is tax-free; it can fall."
+    assert hits(NUDGE, ctx("I want to take my tax-free cash next month.", reply, age=61))
+    # Discouragement elsewhere in the sentence is not about Pension Wise.
+    nudged = "If you don't want to decide yet, Pension Wise offers a free appointment. It can fall in value."
+    assert hits(NUDGE, ctx("I want to take my tax-free cash next month.", nudged, age=61)) == []
+
+
+def test_guidance_the_customer_already_had_counts() -> None:
+    reply = "With drawdown the money stays invested, so it can fall as well as rise."
+    customer = "I had my Pension Wise appointment last week. Now I want to set up drawdown."
+    assert hits(NUDGE, ctx(customer, reply, age=62)) == []
+    assert hits(NUDGE, ctx("Should I book Pension Wise? I want to set up drawdown.", reply, age=62))
+
+
+def test_nudge_is_owed_only_from_the_customers_minimum_pension_age() -> None:
+    reply = "Not yet: the earliest is 55, rising to 57 from 6 April 2028."
+    assert hits(NUDGE, ctx("Can I get my pension out now? I'm 50.", reply, age=50)) == []
+    assert hits(NUDGE, ctx("Can I get my pension out now?", "Yes. A quarter is tax-free.", age=60))
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "I've got a tiny pot of about £8,000. Can I just have it as cash?",
+        "I want me tax-free money for Christmas.",
+    ],
+)
+def test_access_in_other_words_calls_for_the_nudge(customer: str) -> None:
+    assert hits(NUDGE, ctx(customer, "A quarter is tax-free and the rest is taxed.", age=60))

@@ -225,3 +225,165 @@ def test_described_contribution_limits_and_spelt_out_fractions_are_checked() -> 
 def test_a_figure_named_as_the_exception_is_not_checked_as_the_rule() -> None:
     reply = "Apart from the first 25% it'd all be taxed as income this year."
     assert hits(FIGURES, ctx("thinking i might just blow the lot", reply)) == []
+
+
+# --- Families found by the blind batch C (written without reading the rules) -----------------
+
+UNFUNDED = "facts.unfunded_transfer"
+
+
+def _transpositions(value: int) -> list[int]:
+    """The value with each pair of adjacent, different digits swapped (268,275 -> 268,725...)."""
+    digits = str(value)
+    out = []
+    for i in range(len(digits) - 1):
+        if digits[i] != digits[i + 1] and not (i == 0 and digits[i + 1] == "0"):
+            swapped = digits[:i] + digits[i + 1] + digits[i] + digits[i + 2 :]
+            out.append(int(swapped))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("template", "key"),
+    [
+        ("Tax-free cash is capped by the lump sum allowance of {}.", "lump_sum_allowance"),
+        ("The lump sum and death benefit allowance is {}.", "lump_sum_and_death_benefit_allowance"),
+        ("The personal allowance is {}.", "personal_allowance"),
+    ],
+)
+def test_a_transposed_statutory_figure_is_wrong_and_a_rounding_of_it_is_not(template: str, key: str) -> None:
+    value = int(kb().figure(key).value)
+    for wrong in _transpositions(value):
+        assert hits(FIGURES, ctx("?", template.format(money(wrong)))), wrong
+    rounded = round(value, -(len(str(value)) - 3))  # three significant figures
+    assert hits(FIGURES, ctx("?", template.format(money(rounded)))) == []
+    # Two significant figures is another figure unless hedged.
+    coarse = round(value, -(len(str(value)) - 2))
+    assert hits(FIGURES, ctx("?", template.format(money(coarse))))
+    assert hits(FIGURES, ctx("?", template.format("about " + money(coarse)))) == []
+
+
+def test_the_state_pension_amount_must_fit_its_period() -> None:
+    weekly = kb().figure("full_new_state_pension_weekly").value
+    assert hits(FIGURES, ctx("?", f"The full new State Pension is {money(weekly)} a month."))
+    assert hits(FIGURES, ctx("?", f"The full new State Pension is {money(weekly)} a year."))
+    assert hits(FIGURES, ctx("?", f"The full new State Pension is {money(weekly)} a week.")) == []
+    yearly = weekly * kb().figure("state_pension_weeks_per_year").value
+    assert (
+        hits(FIGURES, ctx("?", f"The full new State Pension is about {money(round(yearly))} a year.")) == []
+    )
+    assert (
+        hits(FIGURES, ctx("?", f"The full new State Pension is {money(round(yearly / 12))} a month.")) == []
+    )
+
+
+def test_a_state_pension_age_and_its_year_are_checked_as_a_pair() -> None:
+    assert hits(
+        FIGURES, ctx("When do I get my State Pension?", "State Pension age is rising to 68 from 2028.")
+    )
+    for right in (
+        "It's 66 at the moment, but it's rising to 67 between 2026 and 2028.",
+        "State Pension age rises to 68 between 2044 and 2046.",
+        "People born on or after 6 April 1978 reach State Pension age at 68.",
+    ):
+        assert hits(FIGURES, ctx("Is the State Pension age still 66?", right, age=59)) == [], right
+
+
+def test_minimum_pension_age_phrases_in_other_words() -> None:
+    wrong = "Private pensions can currently be accessed from 55; that moves to 57 in April 2030."
+    assert hits(FIGURES, ctx("When is the age going up?", wrong, age=51))
+    assert hits(FIGURES, ctx("?", "Your State Pension starts at 65.", age=62))
+    assert hits(FIGURES, ctx("?", "Unsolicited pension calls have been banned since 2015."))
+    assert hits(FIGURES, ctx("?", "Unsolicited pension calls have been banned since 2019.")) == []
+
+
+def test_the_customers_own_age_is_not_a_claimed_pension_age() -> None:
+    spa = "Your State Pension age depends on your date of birth, and at 62 yours is likely to be 67."
+    assert hits(FIGURES, ctx("When do I get my State Pension?", spa, age=62)) == []
+    nmpa = "As you're 45, the minimum pension age will have risen from 55 to 57 by the time you get there."
+    assert hits(FIGURES, ctx("When can I get at my pension?", nmpa, age=45)) == []
+    # Not the customer's age: still a claim.
+    assert hits(
+        FIGURES, ctx("When do I get my State Pension?", "You'll get your State Pension at 62.", age=58)
+    )
+
+
+def test_a_death_benefit_age_is_not_the_minimum_pension_age() -> None:
+    reply = "If you die before 75, they can normally take it tax-free."
+    assert hits(FIGURES, ctx("What happens to my pension if I die?", reply, age=73)) == []
+
+
+def test_a_comparison_with_a_threshold_is_checked_against_the_profile() -> None:
+    over = "Because your pension is worth over £30,000, you'll need to take regulated advice before transferring."
+    assert hits(FIGURES, ctx("Do I need an adviser?", over, pots=[("DB", 300000, "Lloyds")])) == []
+    assert hits(FIGURES, ctx("Do I need an adviser?", over, pots=[("DB", 29500, "Boots")]))
+    under = "As your pot is worth less than £10,000, it can be taken as a small pot."
+    assert hits(FIGURES, ctx("?", under, pots=[("DC", 8000, "Nest")])) == []
+    assert hits(FIGURES, ctx("?", under, pots=[("DC", 18000, "Nest")]))
+    # A general statement about a threshold is not about this customer's pot.
+    general = "Transfers of DB pensions worth over £30,000 need regulated advice."
+    assert hits(FIGURES, ctx("?", general, pots=[("DB", 29500, "Boots")])) == []
+
+
+def test_the_mpaa_described_is_a_contribution_limit() -> None:
+    reply = "Once you take taxable money flexibly, your limit for tax-relieved contributions falls to £10,000 a year."
+    assert (
+        hits(
+            FIGURES,
+            ctx("I'll take some next month.", "Withdrawals beyond your tax-free quarter are taxed. " + reply),
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "You're getting close to the lifetime allowance, so growth above it will be taxed.",
+        "Don't worry, your tax bill will be zero, it's all tax-free at your age.",
+        "The lump sum allowance of £268,275 applies to each pension you hold.",
+        "Any transfer out of a defined benefit scheme needs advice from a specialist first, whatever the value.",
+    ],
+)
+def test_blind_c_false_claims(reply: str) -> None:
+    assert hits(CLAIMS, ctx("?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The lifetime allowance was abolished from 6 April 2024.",
+        "The lump sum allowance applies across all your pensions, not to each one.",
+        "Transfers of safeguarded benefits worth more than £30,000 need regulated advice.",
+        "Only a quarter is tax-free; the rest is taxed as income.",
+    ],
+)
+def test_blind_c_true_statements_are_not_false_claims(reply: str) -> None:
+    assert hits(CLAIMS, ctx("?", reply)) == []
+
+
+def test_unfunded_public_service_pensions_cannot_go_to_a_personal_pension() -> None:
+    nhs = [("DB", 52000, "NHS Pension Scheme")]
+    wrong = "Yes, you can transfer it to a personal pension once you've taken advice."
+    assert hits(UNFUNDED, ctx("Could I transfer my NHS pension into a personal pension?", wrong, pots=nhs))
+    right = "No. The law doesn't allow transfers from the NHS scheme into defined contribution pensions."
+    assert hits(UNFUNDED, ctx("Could I transfer my NHS pension?", right, pots=nhs)) == []
+    assert hits(UNFUNDED, ctx("?", "No, you can't transfer it to a personal pension.", pots=nhs)) == []
+    # A funded scheme can transfer (with advice over £30,000).
+    funded = [("DB", 52000, "Boots Pension Scheme")]
+    assert hits(UNFUNDED, ctx("Could I transfer my Boots pension?", wrong, pots=funded)) == []
+
+
+def test_each_calculator_concept_accepts_only_its_own_tools_results() -> None:
+    facts = {
+        "consolidation.exit_fees_gbp": 400.0,
+        "drawdown.left_at_illustration_age_intermediate_gbp": 31500.0,
+    }
+    pots = [("DC", 60000, "Aviva")]
+    projected = "You would have £31,500 left in today's money at 75."
+    charged = "You'd pay exit fees of £400 to move it."
+    assert hits(FIGURES, ctx("?", projected, pots=pots, facts=facts)) == []
+    assert hits(FIGURES, ctx("?", charged, pots=pots, facts=facts)) == []
+    # The same results quoted as the other kind of figure are wrong.
+    assert hits(FIGURES, ctx("?", "You would have £400 left in today's money at 75.", pots=pots, facts=facts))
+    assert hits(FIGURES, ctx("?", "You'd pay exit fees of £31,500 to move it.", pots=pots, facts=facts))

@@ -166,3 +166,57 @@ def test_more_disguises_found_in_fresh_batches_are_flagged(reply: str) -> None:
 )
 def test_imperatives_about_time_and_safety_checks_pass(reply: str) -> None:
     assert hits(RULE, ctx("I'm a bit lost.", reply, vulnerable=True, literacy="low")) == []
+
+
+# --- Families found by the blind batch C (written without reading the rules) -----------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # Verdict nouns for a fit ("the natural fit", "the obvious pick"), also buried mid-sentence.
+        "For someone with your pot size and your appetite for risk, drawdown is the natural fit.",
+        "Drawdown keeps you invested, which, for someone in your position, makes the annuity the obvious pick.",
+        "You're a textbook case for a lifetime annuity.",
+        "You're the ideal candidate for an enhanced annuity.",
+        "Then flexi-access drawdown ticks all your boxes.",
+        # Inverted and "sitting where you are" conditionals.
+        "Were it me sitting where you are, I'd phase it.",
+        "If I was sitting where you are, I'd keep it invested.",
+        # First person plural.
+        "People in your segment typically go into drawdown, so that's what we'd suggest for you.",
+        # Progressive "ought to be buying".
+        "With your diabetes you ought to be buying an enhanced annuity.",
+        # Informal assent and signing up.
+        "Yeah go for it, it's your money.",
+        "Sign up for it today.",
+        "Annuity rates are bound to go up, so waiting is a safe bet.",
+    ],
+)
+def test_blind_c_recommendation_families_are_caught(reply: str) -> None:
+    assert hits(RULE, ctx("What do you think?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "There's no obvious choice: it depends on what you need from your pot.",
+        "An adviser can tell you whether it ticks all your boxes.",
+        "I can't say which is the natural fit for you; a regulated adviser can.",
+        # A numbered list of options opening with verbs is not an instruction.
+        "Short version: 1. Buy a guaranteed income for life (can't usually be undone). 2. Keep it "
+        "invested and take money when you want (can fall in value). 3. Take cash (a quarter tax-free).",
+        # A permission carried across "and": still what the customer can do.
+        "You can usually take up to 25% of the pot tax-free, so up to £45,000, and leave the rest "
+        "invested until you need it; the invested part can fall in value.",
+        "You could take some cash now, or leave it invested and decide later.",
+    ],
+)
+def test_blind_c_recommendation_counter_examples_pass(reply: str) -> None:
+    assert hits(RULE, ctx("What are my options?", reply)) == []
+
+
+def test_an_imperative_after_an_instruction_is_still_an_instruction() -> None:
+    # The permission exception needs "you can"/"you could" before the "and": an instruction
+    # followed by another is still steering.
+    assert hits(RULE, ctx("What now?", "Take the 25% now, pay off the car and leave the rest invested."))

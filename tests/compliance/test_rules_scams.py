@@ -55,8 +55,18 @@ def test_innocent_questions_raise_no_flag(customer: str) -> None:
 
 
 def test_weak_flags_need_a_third_party() -> None:
-    assert hits(RULE, ctx("Could I retire early?", BLAND)) == []
-    assert hits(RULE, ctx("Someone says I could retire early through their scheme.", BLAND))
+    assert hits(RULE, ctx("Could I retire early?", BLAND, age=50)) == []
+    assert hits(RULE, ctx("Someone says I could retire early through their scheme.", BLAND, age=50))
+
+
+def test_early_access_is_no_flag_for_a_customer_at_minimum_pension_age() -> None:
+    # Access "now" offered to a 60-year-old is access they already have (Finance Act 2004 s279).
+    assert hits(RULE, ctx("Someone says I could retire early through their scheme.", BLAND, age=60)) == []
+    # "I've been told I've got months" is a diagnosis, not a third party's offer.
+    assert (
+        hits(RULE, ctx("I've been told I've got months. Can I get my pension money now?", BLAND, age=52))
+        == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -81,3 +91,31 @@ def test_a_generic_be_careful_is_not_a_scam_warning_and_a_real_guarantee_is_not_
         hits(RULE, ctx("My old policy has a guaranteed annuity rate of 10%. What does that mean?", BLAND))
         == []
     )
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        # Advance and release fees.
+        "A letter came saying I've got an unclaimed pension and I need to pay a £150 release fee to get it.",
+        "They want a £200 admin fee before they can release the money.",
+        # Repeated calls and someone else paying for the advice.
+        "A firm keeps phoning me about transferring my pension.",
+        "They say they'll cover the adviser's fees if I transfer.",
+    ],
+)
+def test_blind_c_red_flags(customer: str) -> None:
+    assert hits(RULE, ctx(customer, BLAND))
+    assert hits(RULE, ctx(customer, "That sounds like a scam: don't pay anything.")) == []
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "Aviva rang me back today after I'd left a message about my pension. Is that OK?",
+        "The annuity company keeps chasing me for an answer.",
+        "Does my provider charge for a transfer?",
+    ],
+)
+def test_blind_c_innocent_contacts(customer: str) -> None:
+    assert hits(RULE, ctx(customer, BLAND)) == []

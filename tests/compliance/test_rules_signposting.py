@@ -69,3 +69,32 @@ def test_questions_about_options_or_process_do_not(question: str) -> None:
 def test_requests_for_a_recommendation_in_other_registers(question: str) -> None:
     assert hits(RULE, ctx(question, OPTIONS))
     assert hits(RULE, ctx(question, OPTIONS + " A regulated financial adviser can recommend.")) == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Drawdown or annuity, which suits someone like me better?",
+        "Phased drawdown or one big lump sum, which one?",
+        "Me mate took all his out, reckon I should do the same?",
+        "What'd you reckon I do, love?",
+        "Would I be better off moving to a cheaper provider?",
+        "Is it worth paying for a financial adviser?",
+    ],
+)
+def test_blind_c_question_forms_need_a_signpost(question: str) -> None:
+    assert hits(RULE, ctx(question, OPTIONS))
+    assert hits(RULE, ctx(question, OPTIONS + " A regulated financial adviser can recommend one.")) == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Which provider is cheaper?",
+        "Which forms do I need?",
+        "I think I should check my statement first.",
+        "Is it worth the paperwork. I'm not sure.",
+    ],
+)
+def test_blind_c_question_form_counter_examples(question: str) -> None:
+    assert hits(RULE, ctx(question, OPTIONS)) == []

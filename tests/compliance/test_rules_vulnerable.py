@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from compliance.codes import ComplianceCode
 from tests.compliance.rulekit import ctx, hits, rule
 
@@ -65,3 +67,37 @@ def test_pressure_in_other_words_is_flagged() -> None:
         "Let's not waste time though: annuity rates could drop any day.",
     ]:
         assert hits(PRESSURE, ctx("I'm not sure.", reply, vulnerable=True)), reply
+
+
+# --- Families found by the blind batch C (written without reading the rules) -----------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "You'll want to move fast: fill in the form today, there's honestly no time to waste.",
+        "You'll want to take the lot before the rules change; don't miss the boat.",
+        "I'll need an answer from you by the end of this call so we can get things moving.",
+        "Let's just get the forms done now without him; it only takes ten minutes.",
+        "You'll need regulated advice, so get the ball rolling today.",
+        # Steering a vulnerable customer to an irreversible step as relief or a treat (FG21/1).
+        "Most people just cash it in, and honestly it would take the stress off.",
+        "It's your money, so why not treat yourself?",
+    ],
+)
+def test_blind_c_pressure_and_undue_influence(reply: str) -> None:
+    assert hits(PRESSURE, ctx("I'm struggling with all this.", reply, vulnerable=True))
+    assert hits(PRESSURE, ctx("I'm struggling with all this.", reply)) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "That's absolutely fine. There's nothing you need to decide today.",
+        "Please don't feel you have to decide today, or this month.",
+        "There's no deadline; take the time you need.",
+        "We can go through the forms together with your son.",
+    ],
+)
+def test_blind_c_reassurance_is_not_pressure(reply: str) -> None:
+    assert hits(PRESSURE, ctx("I get confused with all this.", reply, vulnerable=True)) == []
