@@ -41,6 +41,9 @@ class TurnRecord(BaseModel):
     # (runs share the queue), and the transcript of a seeded run must not depend on the run.
     queued: bool = False
     decided_by: str | None = None
+    # Every judge's verdict on the first draft (empty with the rules-only validator): the trace
+    # gets a span and an assessment per judge from these.
+    judge_verdicts: list[dict[str, Any]] = Field(default_factory=list)
     used_rule_ids: list[str] = Field(default_factory=list)
     used_case_ids: list[str] = Field(default_factory=list)
     retrieved: dict[str, list[str]] = Field(default_factory=dict)
@@ -157,6 +160,7 @@ async def run_consultation(
                 escalation_reasons=[r for a in outcome.attempts for r in a.validation.escalation_reasons],
                 queued=outcome.escalation_id is not None,
                 decided_by=outcome.final.decided_by,
+                judge_verdicts=outcome.first_pass.judge_verdicts,
                 used_rule_ids=last.draft.used_rule_ids,
                 used_case_ids=last.draft.used_case_ids,
                 retrieved=last.retrieved,

@@ -1,9 +1,11 @@
 """One MLflow trace per consultation, with the compliance verdicts as assessments.
 
 The trace mirrors the consultation in virtual time: a root span for the consultation and, for each
-advisor turn, a span with `retrieve`, `generate` and `validate` children. Each turn's first-pass
-verdict is logged as an assessment named `compliance` on its `validate` span, with the stage that
-decided as the source (CODE for the rules, LLM_JUDGE for the judges); reviewers' decisions in the
+advisor turn, a span with `retrieve`, `generate` and `validate` children, and under `validate` a
+`judge:<id>` span per judge of the panel (none with the rules-only validator). Each turn's
+first-pass verdict is logged as an assessment named `compliance` on its `validate` span, with the
+stage that decided as the source (CODE for the rules, LLM_JUDGE for the judges), and each judge's
+own verdict on its span (LLM_JUDGE, source id the judge, its confidence as metadata); reviewers' decisions in the
 review app are logged under the same name with a HUMAN source, so judges can be measured against
 people. Traces are found again by their `consultation_id` tag.
 
@@ -16,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import AssessmentSource
 from mlflow.tracking._tracking_service.utils import is_tracking_uri_set
+from pydantic import BaseModel
 
 from environments.consultation import ConsultationRecord
 
@@ -49,6 +53,15 @@ def tracing_to(tracking_uri: str) -> Iterator[None]:
             mlflow.set_tracking_uri(previous)
 
 
+class JudgeAssessment(BaseModel):
+    span_id: str
+    judge_id: str
+    passed: bool
+    confidence: float
+    codes: list[str]
+    reasoning: str
+
+
 class ConsultationTracer:
     def __init__(self, client: MlflowClient, experiment_id: str, run_id: str) -> None:
         self.client = client
@@ -60,7 +73,19 @@ class ConsultationTracer:
         assessments wait for one flush instead of one per consultation."""
         traced = [self._trace(record) for record in records]
         mlflow.flush_trace_async_logging()
-        for trace_id, verdicts in traced:
+        for trace_id, verdicts, judged in traced:
+            # Each judge's own verdict on its span, named by the judge: the panel's members can be
+            # compared with each other and with the reviewers' HUMAN assessments.
+            for judge in judged:
+                mlflow.log_feedback(
+                    trace_id=trace_id,
+                    name=ASSESSMENT_NAME,
+                    value=judge.passed,
+                    source=AssessmentSource("LLM_JUDGE", judge.judge_id),
+                    rationale=judge.reasoning or (", ".join(judge.codes) or "passed"),
+                    metadata={"confidence": judge.confidence, "codes": ",".join(judge.codes)},
+                    span_id=judge.span_id,
+                )
             for span_id, passed, stage, codes in verdicts:
                 mlflow.log_feedback(
                     trace_id=trace_id,
@@ -70,9 +95,46 @@ class ConsultationTracer:
                     rationale=", ".join(codes) or "passed",
                     span_id=span_id,
                 )
-        return [trace_id for trace_id, _ in traced]
+        return [trace_id for trace_id, _, _ in traced]
 
-    def _trace(self, record: ConsultationRecord) -> tuple[str, list[tuple[str, bool, str, list[str]]]]:
+    def _judge_spans(
+        self, trace_id: str, parent_id: str, verdicts: list[dict[str, Any]], at_ns: int
+    ) -> list[JudgeAssessment]:
+        """A span per judge under `validate`; a judge that failed to answer gets its error there
+        and no assessment."""
+        judged = []
+        for record in verdicts:
+            judge_id = str(record.get("judge_id", "judge"))
+            span = self.client.start_span(
+                f"judge:{judge_id}",
+                trace_id=trace_id,
+                parent_id=parent_id,
+                inputs={k: record.get(k) for k in ("vendor", "model", "prompt_version")},
+                start_time_ns=at_ns,
+            )
+            verdict = record.get("verdict")
+            self.client.end_span(
+                trace_id,
+                span.span_id,
+                outputs={"verdict": verdict, "error": record.get("error")},
+                end_time_ns=at_ns,
+            )
+            if verdict:
+                judged.append(
+                    JudgeAssessment(
+                        span_id=span.span_id,
+                        judge_id=judge_id,
+                        passed=bool(verdict.get("passed")),
+                        confidence=float(verdict.get("confidence", 0.0)),
+                        codes=[str(c) for c in verdict.get("codes", [])],
+                        reasoning=str(verdict.get("reasoning", "")),
+                    )
+                )
+        return judged
+
+    def _trace(
+        self, record: ConsultationRecord
+    ) -> tuple[str, list[tuple[str, bool, str, list[str]]], list[JudgeAssessment]]:
         c = self.client
         root = c.start_trace(
             "consultation",
@@ -84,6 +146,7 @@ class ConsultationTracer:
         )
         trace_id = root.trace_id
         verdicts: list[tuple[str, bool, str, list[str]]] = []
+        judge_verdicts: list[JudgeAssessment] = []
         previous = ""
         for number, turn in enumerate(record.turns):
             if turn.speaker == "customer":
@@ -116,6 +179,7 @@ class ConsultationTracer:
                 inputs={"draft": turn.draft},
                 start_time_ns=start,
             )
+            judged = self._judge_spans(trace_id, validate.span_id, turn.judge_verdicts, start)
             c.end_span(
                 trace_id,
                 validate.span_id,
@@ -138,9 +202,10 @@ class ConsultationTracer:
                     turn.first_pass_violations,
                 )
             )
+            judge_verdicts.extend(judged)
         c.end_trace(
             trace_id,
             outputs={"ended_by": record.ended_by, "turns": len(record.turns)},
             end_time_ns=ns(record.ended_at),
         )
-        return trace_id, verdicts
+        return trace_id, verdicts, judge_verdicts

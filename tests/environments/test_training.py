@@ -223,6 +223,42 @@ async def test_each_consultation_is_a_trace_with_its_verdicts_as_assessments(tmp
         assert names.count("validate") == len(advisor) and "consultation" in names
 
 
+async def test_each_judge_has_its_span_and_its_own_assessment(tmp_path: Path) -> None:
+    app = app_config(
+        tmp_path, "seed=4", "environment.consultations=2", "tracking.traces=true", "validator=training"
+    )
+    summary = await train(app, progress=False)
+    records = [json.loads(line) for line in transcripts(tmp_path).splitlines()]
+    client = MlflowClient(summary.tracking_uri)
+    traces = client.search_traces(locations=[client.get_run(summary.run_id).info.experiment_id])
+    judged_turns = 0
+    for record in records:
+        (trace,) = [t for t in traces if t.info.tags["consultation_id"] == record["id"]]
+        spans = client.get_trace(trace.info.trace_id).data.spans
+        judge_spans = [s for s in spans if s.name.startswith("judge:")]
+        answered = [
+            v
+            for t in record["turns"]
+            if t["speaker"] == "advisor"
+            for v in t["judge_verdicts"]
+            if v["verdict"]
+        ]
+        asked = [v for t in record["turns"] if t["speaker"] == "advisor" for v in t["judge_verdicts"]]
+        judged_turns += len(asked)
+        assert [s.name for s in judge_spans] == [f"judge:{v['judge_id']}" for v in asked]
+        by_judge = [
+            a
+            for a in trace.info.assessments
+            if a.name == "compliance"
+            and a.source.source_type == "LLM_JUDGE"
+            and a.source.source_id == "judge-1"
+        ]
+        assert [a.value for a in by_judge] == [v["verdict"]["passed"] for v in answered]
+        assert {a.span_id for a in by_judge} <= {s.span_id for s in judge_spans}
+    # The rules veto a hard failure before any judge is asked; the other first drafts are judged.
+    assert judged_turns > 0
+
+
 async def test_replies_rejected_in_the_review_app_feed_rule_accumulation(tmp_path: Path) -> None:
     failure = FailureCase(
         consultation_id="reviewed-live-1",
