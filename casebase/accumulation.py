@@ -17,6 +17,11 @@ stored with the record of what it was tested on and what each gate said:
    (and re-checked for compliance), and a separate LLM judgement (optionally another model)
    decides whether it truly helps.
 
+Steps 1, 3 and 4 only read the bases (`RuleAccumulator.propose`), so the failures of a virtual day
+can be proposed at once, their model calls overlapping; step 2 and storing the decision
+(`RuleAccumulator.decide`) write, and are made one failure at a time, in order. A rule near an
+active one is tested only after admission, since admission may merge or reject it.
+
 After that, `casebase.evidence` moves a kept rule's confidence with each later consultation it
 was retrieved for, and the rules base retires it when it stops helping.
 """
@@ -122,6 +127,32 @@ class AccumulationResult(BaseModel):
         return self.decision == "kept"
 
 
+class Validation(BaseModel):
+    """What replaying, checking, refining and judging a proposed rule found (steps 3 and 4)."""
+
+    decision: Literal["kept", "refused"]
+    reason: str
+    replays: list[ReplayComparison] = Field(default_factory=list)
+    regressions: list[str] = Field(default_factory=list)
+    improved: bool = False
+    verdict: PrincipleVerdict | None = None
+    judgement: RuleJudgement | None = None
+    refined: str | None = None  # the refined wording, when refinement changed it and it passed
+
+
+class Proposal(BaseModel):
+    """A failure's rule and its validation, made without writing to the bases (`RuleAccumulator.propose`).
+
+    `rule` is None when reflection failed (`failed` says why); `validation` is None when the rule
+    is near an active rule, so admission may merge or reject it before it is worth testing.
+    """
+
+    failure: FailureCase
+    rule: GuidanceRule | None = None
+    validation: Validation | None = None
+    failed: str = ""
+
+
 class RuleAccumulator:
     def __init__(
         self,
@@ -149,11 +180,21 @@ class RuleAccumulator:
         self.existing_rules_k = existing_rules_k
 
     async def accumulate(self, failure: FailureCase) -> AccumulationResult:
+        """Learn from one failure: `propose`, then `decide`."""
+        return await self.decide(await self.propose(failure))
+
+    async def propose(self, failure: FailureCase) -> Proposal:
+        """Reflect on a failure and test the rule it suggests, changing nothing in the bases.
+
+        Proposals for several failures can therefore run at once: each reads the rules and case
+        bases as they stand, and all their model calls (reflection, replays, refinement, judgement)
+        overlap. Their `decide` calls, which write, are then made one at a time, in order.
+        """
         # 1. Reflect.
         try:
             reflection = await self._reflect(failure)
         except (LLMChainExhausted, LLMError) as exc:
-            return AccumulationResult(decision="no_rule", reason=f"reflection failed: {exc}")
+            return Proposal(failure=failure, failed=f"reflection failed: {exc}")
         codes = [c for c in reflection.codes if c in known_codes()]
         rule = GuidanceRule(
             principle=reflection.principle.strip(),
@@ -163,9 +204,19 @@ class RuleAccumulator:
             codes=codes,
             created_from=failure.consultation_id,
         )
+        # A rule near an active one may be merged into it or rejected as contradicting it when
+        # decided; it is tested then, if still needed, so such a rule costs no replays.
+        if self._related(rule):
+            return Proposal(failure=failure, rule=rule)
+        return Proposal(failure=failure, rule=rule, validation=await self._validate(rule, failure))
 
+    async def decide(self, proposal: Proposal) -> AccumulationResult:
+        """Admit a proposed rule and store the decision: the one step that writes to the rules base."""
+        if proposal.rule is None:
+            return AccumulationResult(decision="no_rule", reason=proposal.failed)
+        failure = proposal.failure
         # 2. Admit: duplicates merge, contradictions are rejected.
-        admission = await self.rules.admit(rule, evidence_id=failure.consultation_id)
+        admission = await self.rules.admit(proposal.rule, evidence_id=failure.consultation_id)
         if admission.decision != "candidate":
             return AccumulationResult(
                 decision="merged" if admission.decision == "merged" else "rejected",
@@ -175,90 +226,29 @@ class RuleAccumulator:
                 record=admission.rule.validations[-1],
             )
         rule = admission.rule
-
-        # 3. Validate by replay, then the principle's own compliance.
-        replays, regressions, improved = await self._replay(failure, rule)
-        if not improved:
-            return self._refuse(
-                rule, failure, replays, regressions, improved, "the failed situation did not improve"
-            )
-        if regressions:
-            return self._refuse(
-                rule, failure, replays, regressions, improved, f"regressed on {len(regressions)} past case(s)"
-            )
-        verdict = await self.compliance.check_principle(rule.principle, rule.codes)
-        if not verdict.compliant:
-            return self._refuse(
-                rule,
-                failure,
-                replays,
-                regressions,
-                improved,
-                "the principle itself is not compliant",
-                verdict=verdict,
-            )
-
-        # 4. Refine into the common form, re-check it, then judge.
-        try:
-            refined = await self._refine(rule, failure)
-        except (LLMChainExhausted, LLMError) as exc:
-            return self._refuse(
-                rule, failure, replays, regressions, improved, f"refinement failed: {exc}", verdict=verdict
-            )
-        refined_text = refined.principle()
-        if refined_text != rule.principle:
-            refined_verdict = await self.compliance.check_principle(refined_text, rule.codes)
-            if not refined_verdict.compliant:
-                return self._refuse(
-                    rule,
-                    failure,
-                    replays,
-                    regressions,
-                    improved,
-                    "the refined principle is not compliant",
-                    verdict=refined_verdict,
-                )
+        # Proposed near an active rule, and admitted all the same: test it now.
+        v = proposal.validation or await self._validate(rule, failure)
+        if v.refined is not None:
             rule = rule.model_copy(
                 update={
-                    "principle": refined_text,
+                    "principle": v.refined,
                     "previous_principles": [*rule.previous_principles, rule.principle],
                     "version": rule.version + 1,
                 }
             )
-            verdict = refined_verdict
-        try:
-            judgement = await self._judge(rule, failure, replays)
-        except (LLMChainExhausted, LLMError) as exc:
+        if v.decision == "refused":
             return self._refuse(
                 rule,
                 failure,
-                replays,
-                regressions,
-                improved,
-                f"the judge could not be asked: {exc}",
-                verdict=verdict,
+                v.replays,
+                v.regressions,
+                v.improved,
+                v.reason,
+                verdict=v.verdict,
+                judgement=v.judgement,
             )
-        if not judgement.helpful:
-            return self._refuse(
-                rule,
-                failure,
-                replays,
-                regressions,
-                improved,
-                f"judged not helpful: {judgement.reason}",
-                verdict=verdict,
-                judgement=judgement,
-            )
-
         record = self._record(
-            failure,
-            replays,
-            regressions,
-            improved,
-            "kept",
-            "validated, refined and judged helpful",
-            verdict,
-            judgement,
+            failure, v.replays, v.regressions, v.improved, "kept", v.reason, v.verdict, v.judgement
         )
         rule = rule.model_copy(
             update={
@@ -270,6 +260,71 @@ class RuleAccumulator:
         self.rules.save(rule)
         kept = self.rules.activate(rule.id, reason=record.reason)
         return AccumulationResult(decision="kept", reason=record.reason, rule=kept, record=record)
+
+    def _related(self, rule: GuidanceRule) -> bool:
+        """Whether admission would compare the rule with an active one (as a duplicate, or for a
+        contradiction): below both thresholds it is admitted as a candidate, whatever else is kept."""
+        threshold = self.rules.settings.related_threshold  # never above the duplicate threshold
+        return any(m.similarity >= threshold for m in self.rules.related_active(rule))
+
+    async def _validate(self, rule: GuidanceRule, failure: FailureCase) -> Validation:
+        """Steps 3 and 4 for a rule not yet stored: replay, check, refine, judge."""
+        # 3. Validate by replay, then the principle's own compliance.
+        replays, regressions, improved = await self._replay(failure, rule)
+
+        def refused(reason: str, **found: Any) -> Validation:
+            return Validation(
+                decision="refused",
+                reason=reason,
+                replays=replays,
+                regressions=regressions,
+                improved=improved,
+                **found,
+            )
+
+        if not improved:
+            return refused("the failed situation did not improve")
+        if regressions:
+            return refused(f"regressed on {len(regressions)} past case(s)")
+        verdict = await self.compliance.check_principle(rule.principle, rule.codes)
+        if not verdict.compliant:
+            return refused("the principle itself is not compliant", verdict=verdict)
+
+        # 4. Refine into the common form, re-check it, then judge.
+        try:
+            refined = await self._refine(rule, failure)
+        except (LLMChainExhausted, LLMError) as exc:
+            return refused(f"refinement failed: {exc}", verdict=verdict)
+        refined_text: str | None = refined.principle()
+        if refined_text != rule.principle:
+            refined_verdict = await self.compliance.check_principle(refined_text, rule.codes)
+            if not refined_verdict.compliant:
+                return refused("the refined principle is not compliant", verdict=refined_verdict)
+            rule = rule.model_copy(update={"principle": refined_text})
+            verdict = refined_verdict
+        else:
+            refined_text = None
+        try:
+            judgement = await self._judge(rule, failure, replays)
+        except (LLMChainExhausted, LLMError) as exc:
+            return refused(f"the judge could not be asked: {exc}", verdict=verdict, refined=refined_text)
+        if not judgement.helpful:
+            return refused(
+                f"judged not helpful: {judgement.reason}",
+                verdict=verdict,
+                judgement=judgement,
+                refined=refined_text,
+            )
+        return Validation(
+            decision="kept",
+            reason="validated, refined and judged helpful",
+            replays=replays,
+            regressions=regressions,
+            improved=improved,
+            verdict=verdict,
+            judgement=judgement,
+            refined=refined_text,
+        )
 
     # --- steps -----------------------------------------------------------------------------
 

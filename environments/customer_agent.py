@@ -115,8 +115,8 @@ class Listener:
     EXPLAIN_BEFORE = 30
 
     def __init__(self, kb: KnowledgeBase) -> None:
-        # Plain `re` patterns, which `re` caches: one listener is built per consultation, and a
-        # prefiltered pattern (compliance.knowledge.prefilter) costs milliseconds to build.
+        # Plain `re` patterns: a run builds one listener (environments.executors.runner) and every
+        # consultation's customer shares it, as it holds nothing of any one consultation.
         self._terms = [(t.term, re.compile(t.pattern)) for t in kb.jargon]
         self._any = re.compile("|".join(f"(?:{t.pattern})" for t in kb.jargon))
         self._after = kb.lexicon("jargon_explained_after").regex

@@ -13,10 +13,18 @@ Between virtual days, in consultation order:
   Accumulation reflects on the failure, replays it (and past cases of the same task type) with
   the candidate rule, keeps the rule only if the failure improves and nothing regresses, then
   refines and judges it.
+
+Evidence and new cases come first, for every consultation of the day in order; then the day's
+failures are all proposed at once (`RuleAccumulator.propose`: reflection, replays, refinement and
+judgement only read the bases, so their model calls overlap and learning takes a few model
+round trips rather than a few per failure), and the proposals are decided (admitted and stored)
+one by one in consultation order. Each proposal reads the bases as the day's evidence and cases
+left them, whatever the others find, so the result does not depend on how the calls interleave.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 
@@ -153,14 +161,23 @@ class ConsultationLearner:
             return report
         fresh = read_failures(path, start=self.reviewed_seen)
         self.reviewed_seen += len(fresh)
-        for reviewed in fresh:
-            report.failures_seen += 1
-            result = await self.accumulator.accumulate(reviewed.failure)
-            report.decisions[result.decision] += 1
+        await self.accumulate([reviewed.failure for reviewed in fresh], report)
         return report
+
+    async def accumulate(self, failures: list[FailureCase], report: LearningReport) -> None:
+        """Propose a rule for every failure at once, then decide them one by one, in order."""
+        if not failures or self.accumulator is None:
+            return
+        accumulator = self.accumulator
+        proposals = await asyncio.gather(*(accumulator.propose(f) for f in failures))
+        for proposal in proposals:
+            report.failures_seen += 1
+            result = await accumulator.decide(proposal)
+            report.decisions[result.decision] += 1
 
     async def learn(self, records: list[ConsultationRecord]) -> LearningReport:
         report = LearningReport()
+        failures: list[FailureCase] = []
         for record in sorted(records, key=lambda r: r.index):
             advisor = record.advisor_turns
             if not advisor:
@@ -183,9 +200,8 @@ class ConsultationLearner:
                 self.bases.cases.add(self.case_from(record, outcome))
                 report.cases_added += 1
             if self.learn_rules and failed and self.accumulator is not None:
-                report.failures_seen += 1
-                result = await self.accumulator.accumulate(self.failure_from(record, outcome, failed))
-                report.decisions[result.decision] += 1
+                failures.append(self.failure_from(record, outcome, failed))
+        await self.accumulate(failures, report)
         return report
 
     def profile(self, record: ConsultationRecord, turn: TurnRecord) -> dict:

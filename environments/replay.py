@@ -9,6 +9,8 @@ only where the rule acts (common random numbers).
 from __future__ import annotations
 
 import asyncio
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from casebase.accumulation import ReplayScore, ReplaySituation
@@ -21,6 +23,8 @@ from simulacra.llm.providers.scripted import SEED_KEY
 
 # How much each distinct violation costs a replayed draft's score.
 VIOLATION_PENALTY = 0.25
+# Situations whose tool results are kept (pure functions of the profile); past this, start again.
+PREPARED_CACHE = 1024
 
 
 def situation_profile(profile: CustomerProfile, name: str, **flags: Any) -> dict[str, Any]:
@@ -30,6 +34,15 @@ def situation_profile(profile: CustomerProfile, name: str, **flags: Any) -> dict
 
 def replay_score(compliant: bool, violations: list[str]) -> float:
     return 1.0 if compliant else max(0.0, 1.0 - VIOLATION_PENALTY * len(set(violations)))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What drafting and validating a replay of one situation needs, whatever the rules."""
+
+    profile: CustomerProfile
+    tools: dict[str, dict[str, Any]]
+    facts: dict[str, float]
 
 
 class AdvisorReplayer:
@@ -43,6 +56,21 @@ class AdvisorReplayer:
         self.validator = validator
         self.tools = tools
         self.samples = samples
+        self._prepared_cache: dict[str, Prepared] = {}
+
+    def _prepared(self, situation: ReplaySituation) -> Prepared:
+        """The situation's profile and tool results, which every sample, with and without the
+        rule, shares: computed once per situation rather than once per draft."""
+        key = json.dumps(situation.customer_profile, sort_keys=True, default=str)
+        found = self._prepared_cache.get(key)
+        if found is None:
+            if len(self._prepared_cache) >= PREPARED_CACHE:
+                self._prepared_cache.clear()
+            profile = CustomerProfile.model_validate(situation.customer_profile)
+            tools = self.tools.run(profile)
+            found = Prepared(profile=profile, tools=tools, facts=self.tools.facts(tools))
+            self._prepared_cache[key] = found
+        return found
 
     async def replay(self, situation: ReplaySituation, rules: list[GuidanceRule]) -> ReplayScore:
         scores = await asyncio.gather(*(self.sample(situation, rules, i) for i in range(self.samples)))
@@ -55,9 +83,9 @@ class AdvisorReplayer:
 
     async def sample(self, situation: ReplaySituation, rules: list[GuidanceRule], index: int) -> ReplayScore:
         raw = situation.customer_profile
-        profile = CustomerProfile.model_validate(raw)
+        prepared = self._prepared(situation)
+        profile, tools = prepared.profile, prepared.tools
         flags = raw.get("flags", {})
-        tools = self.tools.run(profile)
         variables = {
             "customer": {"name": raw.get("name", "the customer"), **profile.model_dump(mode="json")},
             "goal": situation.task_type,
@@ -84,7 +112,7 @@ class AdvisorReplayer:
                 customer=profile,
                 customer_utterance=situation.customer_utterance,
                 advisor_utterance=draft.text,
-                facts=self.tools.facts(tools),
+                facts=prepared.facts,
             )
         )
         violations = [str(c) for c in result.violations]

@@ -19,7 +19,9 @@ from compliance.validator_gate import ComplianceGate
 from environments.advisor import AdvisorSession, AdvisorTurn, ConsultationState
 from environments.config import AppConfig
 from environments.consultation import ConsultationRecord, consultation_id, run_consultation
+from environments.customer_agent import CustomerAgent, Listener
 from environments.memory import AdvisorMemory
+from environments.outcomes import OutcomeJudge
 from environments.population import Customer
 from environments.tools import AdvisorTools
 from environments.world import arrival_time
@@ -88,6 +90,9 @@ class ConsultationRunner:
             memories_k=app.advisor.memories_k,
             reflection=ReflectionConfig(threshold=app.advisor.reflection_threshold),
         )
+        # Read-only over the run: built once here rather than once per consultation.
+        self.listener = Listener(parts.tools.knowledge)
+        self.judge = OutcomeJudge(parts.llm, parts.tools.knowledge)
 
     def session_for(self, index: int, clock: VirtualClock) -> TimedAdvisorSession:
         app, parts = self.app, self.parts
@@ -120,8 +125,25 @@ class ConsultationRunner:
         env = self.app.environment
         clock = VirtualClock(arrival_time(env.start, index, env.consultations_per_day, self.app.seed))
         session = self.session_for(index, clock)
+        customer = self.customers[index]
+        agent = CustomerAgent(
+            customer,
+            consultation_id=session.state.consultation_id,
+            llm=self.parts.llm,
+            clock=clock,
+            embedder=self.parts.embedder,
+            rater=self.parts.rater,
+            listener=self.listener,
+        )
         record = await run_consultation(
-            index, self.customers[index], session, self.parts.llm, clock, self.app.advisor.max_turns
+            index,
+            customer,
+            session,
+            self.parts.llm,
+            clock,
+            self.app.advisor.max_turns,
+            customer_agent=agent,
+            judge=self.judge,
         )
         return ConsultationResult(
             record=record, plans=session.plan_nodes(), latencies_ms=session.latencies_ms
