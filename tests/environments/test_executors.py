@@ -1,16 +1,29 @@
-"""Executors: the local asyncio one and Ray actors on a local Ray instance give the same run."""
+"""Executors: the local asyncio one and Ray actors on a local Ray instance give the same run, also
+with every store a server (Chroma, PostgreSQL, MLflow) as on a cluster."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import chromadb
+import httpx
 from hydra import compose, initialize_config_dir
+from mlflow import MlflowClient
 
+from compliance.review_queue import ReviewQueue
 from compliance.validator import NoveltyDetector
 from environments.assembly import build_run_embedder
 from environments.config import AppConfig, load_app_config
 from environments.executors import RecordingNovelty
 from environments.training import train
+from simulacra.clock import SystemClock
+from tests.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,3 +85,114 @@ async def test_a_seeded_scripted_run_on_ray_gives_the_local_transcripts(tmp_path
     )
     for key in ("cases_total", "rules_active", "first_pass_compliance_rate", "tokens_total"):
         assert on_ray.metrics[key] == local.metrics[key], key
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def _server(args: list[str], port: int, health: str, log: Path) -> Iterator[str]:
+    """A server process on 127.0.0.1, up once `health` answers 200; stopped afterwards."""
+    with log.open("w") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"{args[0]} exited: {log.read_text()[-2000:]}")
+                try:
+                    if httpx.get(base + health, timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    # Not listening yet: poll again until the deadline.
+                    time.sleep(0.5)
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{args[0]} did not come up: {log.read_text()[-2000:]}")
+            yield base
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+async def test_ray_with_every_store_a_server_gives_the_local_transcripts(tmp_path: Path) -> None:
+    """executor=ray with the case and rules bases on a Chroma server, the review queue on
+    PostgreSQL and tracking on an MLflow server, as on a cluster: the same run as local."""
+    local = await train(app_config(tmp_path / "local"), progress=False)
+    chroma_port, mlflow_port = _free_port(), _free_port()
+    with (
+        PostgresServer() as postgres,
+        _server(
+            [
+                # Chroma's own CLI entry point, run by this interpreter (its script may not be on PATH).
+                sys.executable,
+                "-c",
+                "from chromadb.cli.cli import app; app()",
+                "run",
+                "--path",
+                str(tmp_path / "chroma"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(chroma_port),
+            ],
+            chroma_port,
+            "/api/v2/heartbeat",
+            tmp_path / "chroma.log",
+        ),
+        _server(
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(mlflow_port),
+                "--backend-store-uri",
+                f"sqlite:///{tmp_path / 'server.db'}",
+                "--artifacts-destination",
+                str(tmp_path / "server-artifacts"),
+                "--workers",
+                "1",
+            ],
+            mlflow_port,
+            "/health",
+            tmp_path / "mlflow.log",
+        ) as tracking,
+    ):
+        queue_url = postgres.create_database("queue")
+        app = app_config(
+            tmp_path / "cluster",
+            "executor=ray",
+            "executor.workers=2",
+            "executor.num_cpus=2",
+            "casebase.store.host=127.0.0.1",
+            f"casebase.store.port={chroma_port}",
+            "casebase.store.collection_prefix=cluster-",
+            f"validator.review_queue_url={queue_url}",
+            f"tracking.uri={tracking}",
+        )
+        on_servers = await train(app, progress=False)
+        client = MlflowClient(tracking)
+        assert client.get_run(on_servers.run_id).info.status == "FINISHED"
+        names = {c.name for c in chromadb.HttpClient(host="127.0.0.1", port=chroma_port).list_collections()}
+        queue = ReviewQueue(queue_url, SystemClock())
+        try:
+            # Every escalation the run queued is on the PostgreSQL server.
+            assert queue.stats().waiting == on_servers.metrics["escalations_queued"] > 0
+        finally:
+            queue.close()
+    assert any(name.startswith("cluster-") for name in names)
+    assert Path(on_servers.run_dir, "transcripts.jsonl").read_text(encoding="utf-8") == Path(
+        local.run_dir, "transcripts.jsonl"
+    ).read_text(encoding="utf-8")
+    for key in ("cases_total", "rules_active", "first_pass_compliance_rate"):
+        assert on_servers.metrics[key] == local.metrics[key], key
