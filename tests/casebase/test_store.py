@@ -4,15 +4,11 @@ runs against a real Chroma server (`chroma run`, started and stopped by the test
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from casebase.config import CasebaseConfig, StoreConfig
@@ -21,6 +17,7 @@ from casebase.store import EmbedderMismatchError
 from simulacra.embeddings.hashing import HashingEmbedder
 from tests.casebase.builders import make_case, make_rule
 from tests.casebase.conftest import DIMENSION
+from tests.servers import chroma_cli, free_port, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
 POTS = "I have three small pension pots from old jobs and want to combine them into one"
@@ -91,55 +88,21 @@ def test_opening_with_another_embedder_is_a_clear_error(tmp_path: Path, embedder
         open_bases(config, Renamed(DIMENSION), clock)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _chroma_cli() -> str:
-    beside = Path(sys.executable).parent / "chroma"
-    found = str(beside) if beside.exists() else shutil.which("chroma")
-    assert found, "the chroma CLI (installed with chromadb) is not on PATH"
-    return found
-
-
 @pytest.fixture
 def chroma_server(tmp_path: Path) -> Iterator[tuple[str, int]]:
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            _chroma_cli(),
-            "run",
-            "--path",
-            str(tmp_path / "server-data"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert server.poll() is None, f"chroma run exited with {server.returncode}"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=0.5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass  # not listening yet: poll again
-            assert time.monotonic() < deadline, "chroma run did not answer within 30 s"
-            time.sleep(0.1)
+    port = free_port()
+    command = [
+        chroma_cli(),
+        "run",
+        "--path",
+        str(tmp_path / "server-data"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    with running_server(command, f"http://127.0.0.1:{port}/api/v2/heartbeat", tmp_path / "chroma.log", 30):
         yield "127.0.0.1", port
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def test_the_same_bases_run_against_a_chroma_server(chroma_server, embedder, clock, llm) -> None:

@@ -3,16 +3,10 @@ with every store a server (Chroma, PostgreSQL, MLflow) as on a cluster."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import chromadb
-import httpx
 from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
 
@@ -24,6 +18,7 @@ from environments.executors import RecordingNovelty
 from environments.training import train
 from simulacra.clock import SystemClock
 from tests.postgres import PostgresServer
+from tests.servers import chroma_cli, free_port, running_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,86 +82,31 @@ async def test_a_seeded_scripted_run_on_ray_gives_the_local_transcripts(tmp_path
         assert on_ray.metrics[key] == local.metrics[key], key
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextmanager
-def _server(args: list[str], port: int, health: str, log: Path) -> Iterator[str]:
-    """A server process on 127.0.0.1, up once `health` answers 200; stopped afterwards."""
-    with log.open("w") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"{args[0]} exited: {log.read_text()[-2000:]}")
-                try:
-                    if httpx.get(base + health, timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    # Not listening yet: poll again until the deadline.
-                    time.sleep(0.5)
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{args[0]} did not come up: {log.read_text()[-2000:]}")
-            yield base
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
 async def test_ray_with_every_store_a_server_gives_the_local_transcripts(tmp_path: Path) -> None:
     """executor=ray with the case and rules bases on a Chroma server, the review queue on
     PostgreSQL and tracking on an MLflow server, as on a cluster: the same run as local."""
     local = await train(app_config(tmp_path / "local"), progress=False)
-    chroma_port, mlflow_port = _free_port(), _free_port()
+    chroma_port, mlflow_port = free_port(), free_port()
+    chroma = [
+        chroma_cli(),
+        "run",
+        "--path",
+        str(tmp_path / "chroma"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(chroma_port),
+    ]
+    tracking = f"http://127.0.0.1:{mlflow_port}"
+    mlflow_server = [
+        sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
+        "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+        "--artifacts-destination", str(tmp_path / "server-artifacts"), "--workers", "1",
+    ]  # fmt: skip
     with (
         PostgresServer() as postgres,
-        _server(
-            [
-                # Chroma's own CLI entry point, run by this interpreter (its script may not be on PATH).
-                sys.executable,
-                "-c",
-                "from chromadb.cli.cli import app; app()",
-                "run",
-                "--path",
-                str(tmp_path / "chroma"),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(chroma_port),
-            ],
-            chroma_port,
-            "/api/v2/heartbeat",
-            tmp_path / "chroma.log",
-        ),
-        _server(
-            [
-                sys.executable,
-                "-m",
-                "mlflow",
-                "server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(mlflow_port),
-                "--backend-store-uri",
-                f"sqlite:///{tmp_path / 'server.db'}",
-                "--artifacts-destination",
-                str(tmp_path / "server-artifacts"),
-                "--workers",
-                "1",
-            ],
-            mlflow_port,
-            "/health",
-            tmp_path / "mlflow.log",
-        ) as tracking,
+        running_server(chroma, f"http://127.0.0.1:{chroma_port}/api/v2/heartbeat", tmp_path / "chroma.log"),
+        running_server(mlflow_server, f"{tracking}/health", tmp_path / "mlflow.log"),
     ):
         queue_url = postgres.create_database("queue")
         app = app_config(
