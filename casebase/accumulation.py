@@ -19,8 +19,10 @@ stored with the record of what it was tested on and what each gate said:
 
 Steps 1, 3 and 4 only read the bases (`RuleAccumulator.propose`), so the failures of a virtual day
 can be proposed at once, their model calls overlapping; step 2 and storing the decision
-(`RuleAccumulator.decide`) write, and are made one failure at a time, in order. A rule near an
-active one is tested only after admission, since admission may merge or reject it.
+(`RuleAccumulator.decide`) write, and are made one failure at a time, in order. The contradiction
+questions admission asks are asked ahead, at once: about the active rules while proposing (a rule
+that duplicates or contradicts one is not worth replays), and about the day's own kept rules by
+`RuleAccumulator.prefetch_contradictions`, so deciding in order seldom waits for a model.
 
 After that, `casebase.evidence` moves a kept rule's confidence with each later consultation it
 was retrieved for, and the rules base retires it when it stops helping.
@@ -29,8 +31,10 @@ was retrieved for, and the rules base retires it when it stops helping.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from casebase.case_base import CaseBase
@@ -44,18 +48,25 @@ from casebase.models import (
     TaskType,
     ValidationRecord,
 )
-from casebase.rules_base import RulesBase
+from casebase.rules_base import RulesBase, contradiction_key
 from casebase.tasks import (
     JUDGE_TASK,
     REFINE_TASK,
     REFLECT_TASK,
+    ContradictionVerdict,
     RefinedPrinciple,
     RuleJudgement,
     RuleReflection,
 )
 from simulacra.clock import Clock
+from simulacra.embeddings.base import normalise_rows
 from simulacra.llm.errors import LLMChainExhausted, LLMError
 from simulacra.memory.importance import LLMCaller
+
+# How far below the related threshold a pair of the day's own rules is still asked about ahead of
+# deciding: a kept rule is stored in its refined wording, which sits a little apart from the wording
+# compared here, and a question asked in vain costs less than one asked while deciding waits.
+PREFETCH_MARGIN = 0.05
 
 
 class FailureCase(BaseModel):
@@ -144,12 +155,15 @@ class Proposal(BaseModel):
     """A failure's rule and its validation, made without writing to the bases (`RuleAccumulator.propose`).
 
     `rule` is None when reflection failed (`failed` says why); `validation` is None when the rule
-    is near an active rule, so admission may merge or reject it before it is worth testing.
+    duplicates an active rule or contradicts one, so admission will merge or reject it and testing
+    it would be wasted. `verdicts` holds the contradiction questions already asked for it (keyed by
+    `contradiction_key`), which admission then does not ask again.
     """
 
     failure: FailureCase
     rule: GuidanceRule | None = None
     validation: Validation | None = None
+    verdicts: dict[str, ContradictionVerdict] = Field(default_factory=dict)
     failed: str = ""
 
 
@@ -178,10 +192,37 @@ class RuleAccumulator:
         self.clock = clock
         self.settings = settings or AccumulationSettings()
         self.existing_rules_k = existing_rules_k
+        # Replays shared by the proposals of one `propose_all`, keyed by situation and rules.
+        self._replays: dict[str, asyncio.Future[ReplayScore]] | None = None
 
     async def accumulate(self, failure: FailureCase) -> AccumulationResult:
         """Learn from one failure: `propose`, then `decide`."""
         return await self.decide(await self.propose(failure))
+
+    async def propose_all(self, failures: list[FailureCase]) -> list[Proposal]:
+        """`propose` for several failures at once, their model calls overlapping.
+
+        Their replays often share a situation and the rules around the candidate (the baseline of
+        a past case near several failures): each such replay is made once and its score shared,
+        which for a seeded model is exactly what replaying it again would give, and for a sampled
+        one compares the candidates against the same baseline draws.
+        """
+        self._replays = {}
+        try:
+            return list(await asyncio.gather(*(self.propose(f) for f in failures)))
+        finally:
+            self._replays = None
+
+    async def _replay_once(self, situation: ReplaySituation, rules: list[GuidanceRule]) -> ReplayScore:
+        if self._replays is None:
+            return await self.replayer.replay(situation, rules)
+        key = json.dumps(
+            [situation.model_dump(mode="json"), [r.model_dump(mode="json") for r in rules]], sort_keys=True
+        )
+        found = self._replays.get(key)
+        if found is None:
+            found = self._replays[key] = asyncio.ensure_future(self.replayer.replay(situation, rules))
+        return await asyncio.shield(found)
 
     async def propose(self, failure: FailureCase) -> Proposal:
         """Reflect on a failure and test the rule it suggests, changing nothing in the bases.
@@ -204,19 +245,90 @@ class RuleAccumulator:
             codes=codes,
             created_from=failure.consultation_id,
         )
-        # A rule near an active one may be merged into it or rejected as contradicting it when
-        # decided; it is tested then, if still needed, so such a rule costs no replays.
-        if self._related(rule):
+        # A rule that duplicates an active one will be merged into it, and one that contradicts an
+        # active rule rejected: neither is worth replays. The contradiction questions are asked
+        # here, for the active rules as they stand, so deciding does not wait for them.
+        related = self.rules.related_active(rule)
+        if self.rules.duplicate_of(rule, related) is not None:
             return Proposal(failure=failure, rule=rule)
-        return Proposal(failure=failure, rule=rule, validation=await self._validate(rule, failure))
+        near = [m.rule for m in related if m.similarity >= self.rules.settings.related_threshold]
+        verdicts = await self.rules.contradictions([(rule, active) for active in near])
+        if len(verdicts) < len(near) or any(v.contradicts for v in verdicts.values()):
+            return Proposal(failure=failure, rule=rule, verdicts=verdicts)
+        return Proposal(
+            failure=failure, rule=rule, validation=await self._validate(rule, failure), verdicts=verdicts
+        )
+
+    async def prefetch_contradictions(self, proposals: list[Proposal]) -> list[Proposal]:
+        """Ask at once the contradiction questions deciding `proposals` in order may raise among
+        themselves, and return the proposals with those verdicts added.
+
+        `propose` asked about the rules active before the proposals; deciding in order also
+        compares each rule with the ones kept before it, which `decide` would otherwise ask one
+        after another. A rule may be compared with an earlier one whose validation kept it and that
+        is near enough to be related (with a margin, since its stored wording is the refined one);
+        a question that turns out not to be needed (the earlier rule was merged or rejected) is
+        wasted, and one missed here is asked when deciding, so the decisions are the same either way.
+        """
+        threshold = self.rules.settings.related_threshold - PREFETCH_MARGIN
+        embed = self.rules.collection.embed
+        earlier: list[tuple[GuidanceRule, np.ndarray]] = []  # kept by validation, as it would be stored
+        pairs: dict[int, list[GuidanceRule]] = {}
+        for i, proposal in enumerate(proposals):
+            v = proposal.validation
+            if proposal.rule is None or v is None or v.decision != "kept":
+                continue
+            rule = proposal.rule
+            vector = normalise_rows(embed([rule.search_text()]))[0]
+            duplicate = self.rules.settings.duplicate_threshold
+            pairs[i] = [
+                other
+                for other, vectors in earlier
+                if threshold <= (similarity := float((vectors @ vector).max()))
+                # A duplicate is merged into the earlier rule if that was kept, without a question;
+                # if it was not, the questions about the others are the ones needed.
+                and not (similarity >= duplicate and set(other.codes) == set(rule.codes))
+            ]
+            stored = rule if v.refined is None else rule.model_copy(update={"principle": v.refined})
+            texts = [stored.search_text(), *([rule.principle] if v.refined is not None else [])]
+            earlier.append((stored, normalise_rows(embed(texts))))
+        verdicts = await self.rules.contradictions(
+            [(proposals[i].rule, other) for i, others in pairs.items() for other in others]  # type: ignore[misc]
+        )
+        if not verdicts:
+            return proposals
+        return [
+            p
+            if i not in pairs
+            else p.model_copy(
+                update={
+                    "verdicts": {
+                        **p.verdicts,
+                        **{
+                            key: verdicts[key]
+                            for other in pairs[i]
+                            if (key := contradiction_key(p.rule, other)) in verdicts  # type: ignore[arg-type]
+                        },
+                    }
+                }
+            )
+            for i, p in enumerate(proposals)
+        ]
 
     async def decide(self, proposal: Proposal) -> AccumulationResult:
         """Admit a proposed rule and store the decision: the one step that writes to the rules base."""
         if proposal.rule is None:
             return AccumulationResult(decision="no_rule", reason=proposal.failed)
         failure = proposal.failure
-        # 2. Admit: duplicates merge, contradictions are rejected.
-        admission = await self.rules.admit(proposal.rule, evidence_id=failure.consultation_id)
+        # 2. Admit: duplicates merge, contradictions are rejected. A rule its validation already
+        # refused is retired whatever it contradicts, so only a duplicate is looked for.
+        refused = proposal.validation is not None and proposal.validation.decision == "refused"
+        admission = await self.rules.admit(
+            proposal.rule,
+            evidence_id=failure.consultation_id,
+            known=proposal.verdicts,
+            check_contradictions=not refused,
+        )
         if admission.decision != "candidate":
             return AccumulationResult(
                 decision="merged" if admission.decision == "merged" else "rejected",
@@ -260,12 +372,6 @@ class RuleAccumulator:
         self.rules.save(rule)
         kept = self.rules.activate(rule.id, reason=record.reason)
         return AccumulationResult(decision="kept", reason=record.reason, rule=kept, record=record)
-
-    def _related(self, rule: GuidanceRule) -> bool:
-        """Whether admission would compare the rule with an active one (as a duplicate, or for a
-        contradiction): below both thresholds it is admitted as a candidate, whatever else is kept."""
-        threshold = self.rules.settings.related_threshold  # never above the duplicate threshold
-        return any(m.similarity >= threshold for m in self.rules.related_active(rule))
 
     async def _validate(self, rule: GuidanceRule, failure: FailureCase) -> Validation:
         """Steps 3 and 4 for a rule not yet stored: replay, check, refine, judge."""
@@ -391,7 +497,7 @@ class RuleAccumulator:
             if m.rule.id != rule.id
         ]
         before, after = await asyncio.gather(
-            self.replayer.replay(situation, others), self.replayer.replay(situation, [*others, rule])
+            self._replay_once(situation, others), self._replay_once(situation, [*others, rule])
         )
         # A past case regresses when its score drops beyond the tolerance, or when the rule brings in
         # a problem it did not have: a new compliance violation is never tolerated.

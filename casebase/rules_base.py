@@ -13,6 +13,9 @@ incompatible things does neither reliably. Both outcomes are stored with their r
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -57,6 +60,19 @@ class Admission(BaseModel):
     related_rule_id: str | None = None
     similarity: float | None = None
     reason: str
+
+
+def contradiction_question(new: GuidanceRule, active: GuidanceRule) -> dict[str, dict[str, object]]:
+    """What the contradiction judge is shown: both principles, their codes and domains."""
+    return {
+        "new_rule": {"principle": new.principle, "codes": new.codes, "domain": new.domain},
+        "active_rule": {"principle": active.principle, "codes": active.codes, "domain": active.domain},
+    }
+
+
+def contradiction_key(new: GuidanceRule, active: GuidanceRule) -> str:
+    """A verdict's identity: the question asked, so a verdict is reused only for the same question."""
+    return json.dumps(contradiction_question(new, active), sort_keys=True)
 
 
 def _flat_fields(rule: GuidanceRule) -> dict[str, str | int | float | bool]:
@@ -209,45 +225,76 @@ class RulesBase:
             matches.append(RuleMatch(rule=other, similarity=similarity))
         return sorted(matches, key=lambda m: -m.similarity)
 
-    async def admit(self, rule: GuidanceRule, evidence_id: str | None = None) -> Admission:
+    def duplicate_of(self, rule: GuidanceRule, related: list[RuleMatch]) -> RuleMatch | None:
+        """The first related active rule the proposal duplicates: near-identical, about the same codes."""
+        for match in related:
+            if match.similarity >= self.settings.duplicate_threshold and set(match.rule.codes) == set(
+                rule.codes
+            ):
+                return match
+        return None
+
+    async def admit(
+        self,
+        rule: GuidanceRule,
+        evidence_id: str | None = None,
+        *,
+        known: Mapping[str, ContradictionVerdict] | None = None,
+        check_contradictions: bool = True,
+    ) -> Admission:
         """Store a proposed rule as a candidate, unless it duplicates or contradicts an active rule.
 
         A duplicate's evidence goes to the active rule (which gains a little confidence) and the
         proposal is stored retired, pointing at it; a contradicting proposal is stored retired with
         the judge's reason. If the contradiction judge cannot be asked, the proposal is rejected:
         an unchecked contradiction would do more harm than a rule learnt a little later.
+
+        `known` holds contradiction verdicts already asked (`contradictions`, keyed by
+        `contradiction_key`), so a pair is not asked twice. `check_contradictions=False` is for a
+        proposal already refused by validation: it is stored retired whatever it contradicts, so
+        only whether it duplicates an active rule (whose confidence its evidence then raises) matters.
         """
         related = self.related_active(rule)
-        for match in related:
-            if match.similarity >= self.settings.duplicate_threshold and set(match.rule.codes) == set(
-                rule.codes
-            ):
-                return self._merge_duplicate(rule, match, evidence_id)
-        for match in related:
+        duplicate = self.duplicate_of(rule, related)
+        if duplicate is not None:
+            return self._merge_duplicate(rule, duplicate, evidence_id)
+        for match in related if check_contradictions else []:
             if match.similarity < self.settings.related_threshold:
                 continue
-            verdict = await self._contradiction(rule, match.rule)
+            asked = (known or {}).get(contradiction_key(rule, match.rule))
+            verdict = asked if asked is not None else await self._contradiction(rule, match.rule)
             if isinstance(verdict, str):
                 return self._reject(
                     rule, match, f"contradiction check against {match.rule.id} failed: {verdict}"
                 )
             if verdict.contradicts:
                 return self._reject(rule, match, f"contradicts active rule {match.rule.id}: {verdict.reason}")
-        checked = (
-            f"checked against {len(related)} related active rule(s)" if related else "no related active rule"
-        )
+        if not related:
+            checked = "no related active rule"
+        elif check_contradictions:
+            checked = f"checked against {len(related)} related active rule(s)"
+        else:
+            checked = f"{len(related)} related active rule(s), not asked about contradictions (refused)"
         stored = self.add_candidate(rule, reason=f"proposed; {checked}")
         return Admission(decision="candidate", rule=stored, reason=checked)
+
+    async def contradictions(
+        self, pairs: Sequence[tuple[GuidanceRule, GuidanceRule]]
+    ) -> dict[str, ContradictionVerdict]:
+        """Ask whether each (new, active) pair contradicts, all at once (the calls overlap).
+
+        Keyed by `contradiction_key`; a pair whose question failed is left out, so admission asks
+        it again rather than rejecting a rule for an error that may have passed.
+        """
+        unique = {contradiction_key(new, active): (new, active) for new, active in pairs}
+        answers = await asyncio.gather(*(self._contradiction(new, active) for new, active in unique.values()))
+        return {key: a for key, a in zip(unique, answers, strict=True) if not isinstance(a, str)}
 
     async def _contradiction(self, new: GuidanceRule, active: GuidanceRule) -> ContradictionVerdict | str:
         if self.llm is None:
             return "no LLM configured to judge contradictions"
-        variables = {
-            "new_rule": {"principle": new.principle, "codes": new.codes, "domain": new.domain},
-            "active_rule": {"principle": active.principle, "codes": active.codes, "domain": active.domain},
-        }
         try:
-            result = await self.llm.call(CONTRADICTION_TASK, variables)
+            result = await self.llm.call(CONTRADICTION_TASK, contradiction_question(new, active))
         except (LLMChainExhausted, LLMError) as exc:
             return str(exc)
         return result.parsed(ContradictionVerdict)

@@ -11,7 +11,8 @@ error that says what to do, rather than silently returning nonsense neighbours.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 import chromadb
@@ -21,7 +22,7 @@ from chromadb.config import Settings
 from pydantic import BaseModel
 
 from casebase.config import StoreConfig
-from simulacra.embeddings.base import Embedder
+from simulacra.embeddings.base import Embedder, normalise_rows
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
 STORE_FORMAT = 1
@@ -41,6 +42,37 @@ def open_client(config: StoreConfig) -> ClientAPI:
         return chromadb.HttpClient(host=config.host, port=config.port, ssl=config.ssl, settings=settings)
     config.path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(config.path), settings=settings)
+
+
+def matches_where(fields: dict[str, Any], where: Where | None) -> bool:
+    """Whether a record's flat fields satisfy a Chroma metadata filter (the operators we use)."""
+    if not where:
+        return True
+    for key, condition in where.items():
+        if key == "$and":
+            if not all(matches_where(fields, c) for c in condition):
+                return False
+        elif key == "$or":
+            if not any(matches_where(fields, c) for c in condition):
+                return False
+        elif isinstance(condition, dict):
+            ((op, operand),) = condition.items()
+            value = fields.get(key)
+            if op == "$eq":
+                ok = value == operand
+            elif op == "$ne":
+                ok = value != operand
+            elif op == "$in":
+                ok = value in operand
+            elif op == "$nin":
+                ok = value not in operand
+            else:
+                raise ValueError(f"filter operator {op!r} is not supported on held writes")
+            if not ok:
+                return False
+        elif fields.get(key) != condition:
+            return False
+    return True
 
 
 def and_where(*clauses: Where | None) -> Where | None:
@@ -85,6 +117,8 @@ class VectorCollection(Generic[RecordT]):
             embedding_function=None,
         )
         self._seen_records = False  # see `query`
+        # Writes held by `deferred`: id -> (JSON document, flat fields, embedding), in write order.
+        self._held: dict[str, tuple[str, dict[str, Any], np.ndarray]] | None = None
         found = dict(self._collection.metadata or {})
         differing = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
         if differing:
@@ -109,11 +143,50 @@ class VectorCollection(Generic[RecordT]):
 
     # --- writing ---------------------------------------------------------------------------
 
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold this collection's writes in memory until the block ends, then store them in one call.
+
+        A persistent Chroma client commits every write to disk, which costs tens of milliseconds
+        whatever the write's size; learning after a virtual day updates rules and cases one at a
+        time, and would wait on the disk for each. Reads inside the block (`get`, `query`, `all`,
+        `count`) see the held writes, so code in it behaves as if each write had been stored at
+        once. What a crash inside the block loses is what the run's checkpoint, written after the
+        block, does not hold yet either. Blocks do not nest.
+        """
+        if self._held is not None:
+            raise RuntimeError(f"collection '{self.name}' is already holding its writes")
+        self._held = {}
+        try:
+            yield
+        finally:
+            # Store what was held even when the block failed: what it wrote so far was meant to be.
+            self.flush()
+            self._held = None
+
+    def flush(self) -> None:
+        """Store the writes held by `deferred` (a no-op outside it)."""
+        if not self._held:
+            return
+        held, self._held = self._held, {}
+        self._collection.upsert(
+            ids=list(held),
+            embeddings=np.stack([vector for _, _, vector in held.values()]),
+            documents=[document for document, _, _ in held.values()],
+            metadatas=[fields for _, fields, _ in held.values()],  # type: ignore[misc]
+        )
+
     def upsert(self, records: Sequence[RecordT], embeddings: np.ndarray | None = None) -> None:
         if not records:
             return
         if embeddings is None:
             embeddings = self.embed([self._text_of(r) for r in records])
+        if self._held is not None:
+            for record, vector in zip(records, np.asarray(embeddings, dtype=np.float32), strict=True):
+                record_id: str = record.id  # type: ignore[attr-defined]
+                self._held.pop(record_id, None)  # a rewrite goes after the writes it follows
+                self._held[record_id] = (record.model_dump_json(), self._flat_fields(record), vector)
+            return
         self._collection.upsert(
             ids=[r.id for r in records],  # type: ignore[attr-defined]
             embeddings=embeddings,
@@ -124,6 +197,9 @@ class VectorCollection(Generic[RecordT]):
     def replace(self, record: RecordT) -> None:
         """Rewrite a record whose search text is unchanged, keeping its stored embedding."""
         record_id: str = record.id  # type: ignore[attr-defined]
+        if self._held and record_id in self._held:
+            self.upsert([record], self._held[record_id][2].reshape(1, -1))
+            return
         found = self._collection.get(ids=[record_id], include=["embeddings"])
         embeddings = found["embeddings"]
         if embeddings is None or len(embeddings) == 0:
@@ -133,6 +209,7 @@ class VectorCollection(Generic[RecordT]):
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
+            self.flush()
             self._collection.delete(ids=list(ids))
 
     # --- reading ---------------------------------------------------------------------------
@@ -143,11 +220,14 @@ class VectorCollection(Generic[RecordT]):
         return self.record_type.model_validate_json(document)
 
     def get(self, record_id: str) -> RecordT | None:
+        if self._held and record_id in self._held:
+            return self._parse(self._held[record_id][0])
         found = self._collection.get(ids=[record_id], include=["documents"])
         documents = found["documents"] or []
         return self._parse(documents[0]) if documents else None
 
     def all(self, where: Where | None = None) -> list[RecordT]:
+        self.flush()
         records: list[RecordT] = []
         offset = 0
         while True:
@@ -159,6 +239,7 @@ class VectorCollection(Generic[RecordT]):
             offset += _PAGE
 
     def count(self, where: Where | None = None) -> int:
+        self.flush()
         if where is None:
             return self._collection.count()
         total = 0
@@ -174,6 +255,8 @@ class VectorCollection(Generic[RecordT]):
         """The k nearest records with their cosine similarity, best first."""
         if k < 1:
             return []
+        if self._held:
+            return self._query_with_held(vector, k, where)
         if not self._seen_records:
             # A library starts empty (the rules base stays so until rules are learned), and
             # counting costs Chroma half of what a query does. The count is read afresh, so
@@ -190,3 +273,37 @@ class VectorCollection(Generic[RecordT]):
         documents = (found["documents"] or [[]])[0]
         distances = (found["distances"] or [[]])[0]
         return [(self._parse(d), 1.0 - float(dist)) for d, dist in zip(documents, distances, strict=True)]
+
+    def _query_with_held(
+        self, vector: np.ndarray, k: int, where: Where | None
+    ) -> list[tuple[RecordT, float]]:
+        """`query` while writes are held: the stored neighbours, less the records held in a newer
+        version, merged with the held records that pass the filter, scored the way Chroma scores
+        (cosine similarity)."""
+        assert self._held is not None
+        held = self._held
+        stored: list[tuple[RecordT, float]] = []
+        if not self._seen_records:
+            self._seen_records = self._collection.count() > 0  # see `query`
+        if self._seen_records:
+            found = self._collection.query(
+                query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1),
+                n_results=k + len(held),
+                where=where,
+                include=["documents", "distances"],
+            )
+            ids = found["ids"][0]
+            documents = (found["documents"] or [[]])[0]
+            distances = (found["distances"] or [[]])[0]
+            stored = [
+                (self._parse(d), 1.0 - float(dist))
+                for i, d, dist in zip(ids, documents, distances, strict=True)
+                if i not in held
+            ]
+        query = normalise_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+        fresh = [
+            (self._parse(document), float(normalise_rows(v.reshape(1, -1))[0] @ query))
+            for document, fields, v in held.values()
+            if matches_where(fields, where)
+        ]
+        return sorted([*stored, *fresh], key=lambda pair: -pair[1])[:k]

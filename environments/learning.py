@@ -15,16 +15,18 @@ Between virtual days, in consultation order:
   refines and judges it.
 
 Evidence and new cases come first, for every consultation of the day in order; then the day's
-failures are all proposed at once (`RuleAccumulator.propose`: reflection, replays, refinement and
+failures are all proposed at once (`RuleAccumulator.propose_all`: reflection, replays, refinement and
 judgement only read the bases, so their model calls overlap and learning takes a few model
-round trips rather than a few per failure), and the proposals are decided (admitted and stored)
-one by one in consultation order. Each proposal reads the bases as the day's evidence and cases
-left them, whatever the others find, so the result does not depend on how the calls interleave.
+round trips rather than a few per failure), the contradiction questions deciding them may raise
+are asked at once (`RuleAccumulator.prefetch_contradictions`), and the proposals are decided
+(admitted and stored) one by one in consultation order. Each proposal reads the bases as the
+day's evidence and cases left them, whatever the others find, so the result does not depend on
+how the calls interleave. The day's writes are held in memory and stored in one call per base
+when learning ends (`VectorCollection.deferred`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from pathlib import Path
 
@@ -169,13 +171,19 @@ class ConsultationLearner:
         if not failures or self.accumulator is None:
             return
         accumulator = self.accumulator
-        proposals = await asyncio.gather(*(accumulator.propose(f) for f in failures))
-        for proposal in proposals:
+        proposals = await accumulator.propose_all(failures)
+        for proposal in await accumulator.prefetch_contradictions(proposals):
             report.failures_seen += 1
             result = await accumulator.decide(proposal)
             report.decisions[result.decision] += 1
 
     async def learn(self, records: list[ConsultationRecord]) -> LearningReport:
+        # The day's writes to the bases are stored together when learning ends (each Chroma write
+        # waits on the disk); everything learning reads sees them meanwhile.
+        with self.bases.rules.collection.deferred(), self.bases.cases.collection.deferred():
+            return await self._learn(records)
+
+    async def _learn(self, records: list[ConsultationRecord]) -> LearningReport:
         report = LearningReport()
         failures: list[FailureCase] = []
         for record in sorted(records, key=lambda r: r.index):

@@ -13,8 +13,8 @@ import pytest
 
 from casebase.accumulation import FailureCase, ReplayScore, ReplaySituation, RuleAccumulator
 from casebase.compliance_check import ValidatorRuleCompliance
-from casebase.config import AccumulationSettings
-from casebase.factory import Bases
+from casebase.config import AccumulationSettings, CasebaseConfig, StoreConfig
+from casebase.factory import Bases, open_bases
 from casebase.models import CaseOutcome, GuidanceRule
 from casebase.scripted import register_casebase_handlers
 from casebase.tasks import JUDGE_TASK, PROMPTS_DIR, REFLECT_TASK, RuleJudgement, RuleReflection
@@ -339,3 +339,105 @@ async def test_the_judge_can_be_another_model(bases: Bases, clock, rule_complian
     assert result.decision == "refused" and result.reason.endswith("is too broad")
     assert len(asked) == 1 and asked[0]["principle"] == result.rule.principle  # type: ignore[union-attr]
     assert asked[0]["replays"][0]["situation_id"] == FAILED
+
+
+def counting_llm(reflections: dict[str, tuple[str, list[str]]], asked: list[dict]) -> LLMClient:
+    """The scripted LLM, with reflection stating a principle per customer utterance and every
+    contradiction question recorded in `asked`."""
+    base = ScriptedHandlers()
+    register_casebase_handlers(base)
+    contradiction = base.get("casebase.contradiction")
+
+    def reflect(call: ScriptedCall) -> RuleReflection:
+        principle, codes = reflections[call.variables["customer_utterance"]]
+        return RuleReflection(better_alternative="another reply", principle=principle, codes=codes)
+
+    def counted(call: ScriptedCall):
+        asked.append(dict(call.variables))
+        return contradiction(call)
+
+    handlers = ScriptedHandlers()
+    handlers.register(REFLECT_TASK.name, reflect)
+    handlers.register("casebase.contradiction", counted)
+    for name in ("casebase.refine", "casebase.judge_rule", "casebase.classify"):
+        handlers.register(name, base.get(name))
+    return LLMClient([ChainLink(ScriptedProvider(handlers), attempts=1)], PromptLibrary([PROMPTS_DIR]))
+
+
+SIGNPOST_FAILURE = FAILURE.model_copy(
+    update={
+        "consultation_id": "consultation-db-2",
+        "customer_utterance": "My final salary transfer value is 80,000 pounds, should I move it?",
+        "violations": ["MISSING_ADVICE_SIGNPOST"],
+    }
+)
+SAME_WORDS = (
+    "When a customer with a defined benefit pension mentions transferring, explain that a transfer gives up "
+    "a guaranteed income for life and that regulated advice is needed above 30,000 pounds, because "
+    "safeguarded benefits are valuable."
+)
+
+
+async def test_a_days_own_contradiction_questions_are_asked_ahead_and_decide_the_same(
+    tmp_path, embedder, clock, rule_compliance
+) -> None:
+    reflections = {
+        FAILURE.customer_utterance: (SAME_WORDS, ["MISSING_DB_WARNING"]),
+        # The same words about another code: related to the first rule, not a duplicate of it.
+        SIGNPOST_FAILURE.customer_utterance: (SAME_WORDS, ["MISSING_ADVICE_SIGNPOST"]),
+    }
+    needs = {FAILED: {"MISSING_DB_WARNING"}, "consultation-db-2": {"MISSING_ADVICE_SIGNPOST"}}
+    decided: dict[bool, list[tuple[str, str]]] = {}
+    for ahead in (True, False):
+        asked: list[dict] = []
+        day = open_bases(
+            CasebaseConfig(store=StoreConfig(path=tmp_path / f"ahead-{ahead}")), embedder, clock, llm=None
+        )
+        acc = RuleAccumulator(
+            counting_llm(reflections, asked),
+            day.rules,
+            day.cases,
+            CodeCoverageReplayer(needs),
+            rule_compliance,
+            clock,
+            AccumulationSettings(validation_cases=0),
+        )
+        day.rules.llm = acc.llm  # admission's contradiction judge
+        proposals = [await acc.propose(FAILURE), await acc.propose(SIGNPOST_FAILURE)]
+        assert asked == []  # nothing was active while proposing
+        assert [p.validation.decision for p in proposals if p.validation] == ["kept", "kept"]
+        if ahead:
+            proposals = await acc.prefetch_contradictions(proposals)
+            assert len(asked) == 1 and proposals[0].verdicts == {} and len(proposals[1].verdicts) == 1
+            assert asked[0]["new_rule"]["codes"] == ["MISSING_ADVICE_SIGNPOST"]
+        before = len(asked)
+        results = [await acc.decide(p) for p in proposals]
+        # Asked ahead, deciding asks nothing; otherwise the second decision asks the same question.
+        assert len(asked) - before == (0 if ahead else 1)
+        decided[ahead] = [(r.decision, r.reason) for r in results]
+    assert decided[True] == decided[False]
+    assert [d for d, _ in decided[True]] == ["kept", "kept"]
+
+
+async def test_proposing_together_replays_a_shared_baseline_once(
+    bases: Bases, clock, rule_compliance
+) -> None:
+    past_cases(bases)
+    again = FAILURE.model_copy(update={"consultation_id": "consultation-db-2"})
+    needs = {FAILED: {"MISSING_DB_WARNING"}, "consultation-db-2": {"MISSING_DB_WARNING"}}
+    alone = CodeCoverageReplayer(needs)
+    separately = [
+        await accumulator(bases, alone, rule_compliance, clock).propose(f) for f in (FAILURE, again)
+    ]
+    together = CodeCoverageReplayer(needs)
+    proposed = await accumulator(bases, together, rule_compliance, clock).propose_all([FAILURE, again])
+    # Each failure: its own situation without and with its rule; each of the two past cases
+    # without the rule (the same baseline for both failures) and with the failure's own rule.
+    assert len(alone.calls) == 2 * (2 + 2 * 2)
+    assert len(together.calls) == len(alone.calls) - 2
+    assert [p.validation.decision for p in proposed if p.validation] == ["kept", "kept"]
+
+    def scores(ps):
+        return [[(r.situation_id, r.score_before, r.score_after) for r in p.validation.replays] for p in ps]
+
+    assert scores(proposed) == scores(separately)

@@ -9,7 +9,8 @@ import pytest
 
 from casebase.config import CasebaseConfig, StoreConfig
 from casebase.factory import Bases, open_bases
-from casebase.rules_base import UnknownRuleError
+from casebase.rules_base import UnknownRuleError, contradiction_key
+from casebase.tasks import ContradictionVerdict
 from tests.casebase.builders import make_rule
 
 DB_RULE = (
@@ -164,3 +165,38 @@ def test_search_returns_four_active_rules_by_default(bases: Bases) -> None:
     for topic in topics:
         active(bases, f"When pots are combined, check {topic}, because {topic} matter.", [])
     assert len(bases.rules.search("combining pots")) == 4
+
+
+async def test_a_verdict_asked_ahead_is_used_and_a_refused_rule_is_not_asked_about(
+    tmp_path: Path, embedder, clock
+) -> None:
+    # No LLM at all: admission can only decide from verdicts asked ahead, or not ask.
+    bases = open_bases(CasebaseConfig(store=StoreConfig(path=tmp_path / "ahead")), embedder, clock, llm=None)
+    kept_id = active(bases, DB_RULE, ["MISSING_DB_WARNING"])
+    kept = bases.rules.get(kept_id)
+    assert kept is not None
+    opposite = make_rule(DB_RULE_OPPOSITE, ["MISSING_DB_WARNING"])
+    verdict = ContradictionVerdict(contradicts=True, reason="one says warn, the other not to")
+    rejected = await bases.rules.admit(opposite, known={contradiction_key(opposite, kept): verdict})
+    assert rejected.decision == "rejected" and rejected.reason.endswith("one says warn, the other not to")
+    unasked = await bases.rules.admit(
+        make_rule(DB_RULE_OPPOSITE, ["MISSING_DB_WARNING"]), check_contradictions=False
+    )
+    assert unasked.decision == "candidate" and "not asked about contradictions" in unasked.reason
+    # A question that could not be asked is left out, so admission asks it again (and here fails).
+    assert await bases.rules.contradictions([(opposite, kept)]) == {}
+
+
+async def test_contradiction_questions_asked_together_match_those_asked_one_by_one(bases: Bases) -> None:
+    kept = bases.rules.get(active(bases, DB_RULE, ["MISSING_DB_WARNING"]))
+    assert kept is not None
+    new = [
+        make_rule(DB_RULE_OPPOSITE, ["MISSING_DB_WARNING"]),
+        make_rule(DB_RULE_AGAIN, ["MISSING_DB_WARNING"]),
+    ]
+    together = await bases.rules.contradictions([(rule, kept) for rule in new] * 2)
+    assert len(together) == 2  # the same question twice is asked once
+    for rule in new:
+        alone = await bases.rules.contradictions([(rule, kept)])
+        assert alone == {contradiction_key(rule, kept): together[contradiction_key(rule, kept)]}
+    assert [together[contradiction_key(r, kept)].contradicts for r in new] == [True, False]

@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from casebase.config import CasebaseConfig, StoreConfig
-from casebase.factory import open_bases
-from casebase.store import EmbedderMismatchError
+from casebase.factory import Bases, open_bases
+from casebase.rules_base import rule_collection
+from casebase.store import EmbedderMismatchError, matches_where
 from simulacra.embeddings.hashing import HashingEmbedder
 from tests.casebase.builders import make_case, make_rule
 from tests.casebase.conftest import DIMENSION
 from tests.servers import chroma_cli, free_port, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
+SCAM = "When a customer mentions a cold call, name the scam warning signs, because scams cost savings."
 POTS = "I have three small pension pots from old jobs and want to combine them into one"
 READER = """
 import json, sys
@@ -129,3 +131,55 @@ def test_the_same_bases_run_against_a_chroma_server(chroma_server, embedder, clo
     assert other.cases.size == 0
     with pytest.raises(EmbedderMismatchError):
         open_bases(config, HashingEmbedder(DIMENSION * 2), clock)
+
+
+def test_held_writes_are_read_back_at_once_and_stored_together_when_the_block_ends(
+    bases: Bases, embedder
+) -> None:
+    stored = bases.rules.add_candidate(
+        make_rule("When pots are combined, compare fees, because fees compound.", [])
+    )
+    bases.rules.activate(stored.id)
+    other_view = rule_collection(bases.client, bases.rules.collection.name, embedder)
+    with bases.rules.collection.deferred():
+        fresh = bases.rules.add_candidate(make_rule(SCAM, ["SCAM_RISK_IGNORED"], domain="general"))
+        bases.rules.activate(fresh.id)
+        bases.rules.retire(stored.id, "superseded in test")
+        # Read inside the block: the held versions, not the stored ones.
+        assert bases.rules.get(stored.id).status == "retired"  # type: ignore[union-attr]
+        found = [m.rule.id for m in bases.rules.search("cold call about my pension", k=4)]
+        assert found == [fresh.id]  # the retired rule's stored (active) version is not returned
+        assert bases.rules.counts().active == 1
+        # Nothing has reached Chroma but what `counts` flushed: another reader sees the same.
+        assert other_view.count({"status": "active"}) == 1
+        bases.rules.record_evidence(fresh.id, True, evidence_id="c-1")
+        assert other_view.get(fresh.id).supporting_evidence == [  # type: ignore[union-attr]
+            "consultation-9"
+        ]
+    assert other_view.get(fresh.id).supporting_evidence == ["consultation-9", "c-1"]  # type: ignore[union-attr]
+    assert [m.rule.id for m in bases.rules.search("cold call about my pension", k=4)] == [fresh.id]
+
+
+def test_held_writes_are_stored_when_the_block_fails_and_blocks_do_not_nest(bases: Bases) -> None:
+    with pytest.raises(RuntimeError, match="already holding"), bases.cases.collection.deferred():
+        added = bases.cases.add(make_case(POTS)).case
+        with bases.cases.collection.deferred():
+            pass  # the inner block is refused before its body runs
+    assert bases.cases.get(added.id) == added
+    with pytest.raises(ValueError, match="boom"), bases.cases.collection.deferred():
+        second = bases.cases.add(make_case("Can I take my tax-free cash in stages?", task_type="tax")).case
+        raise ValueError("boom")
+    assert bases.cases.get(second.id) == second and bases.cases.size == 2
+
+
+def test_held_records_are_filtered_like_chroma_filters() -> None:
+    fields = {"status": "active", "domain": "tax", "confidence": 0.6}
+    assert matches_where(fields, None)
+    assert matches_where(fields, {"status": "active"})
+    assert not matches_where(fields, {"status": "retired"})
+    assert matches_where(fields, {"$and": [{"status": "active"}, {"domain": {"$in": ["tax", "general"]}}]})
+    assert not matches_where(fields, {"$and": [{"status": "active"}, {"domain": {"$nin": ["tax"]}}]})
+    assert matches_where(fields, {"$or": [{"status": "retired"}, {"domain": {"$eq": "tax"}}]})
+    assert matches_where(fields, {"domain": {"$ne": "general"}})
+    with pytest.raises(ValueError, match=r"\$gt"):
+        matches_where(fields, {"confidence": {"$gt": 0.5}})
