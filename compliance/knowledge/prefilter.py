@@ -259,6 +259,8 @@ class FilteredPattern:
         "_all",
         "_always",
         "_branch_regexes",
+        "_direct_finditer_plans",
+        "_direct_search_plans",
         "_empty_ok",
         "_fast_full",
         "_finditer_plans",
@@ -268,6 +270,8 @@ class FilteredPattern:
         "_search_plans",
         "_skipping",
         "_subsets",
+        "_tailed",
+        "_tails",
         "_unfiltered",
         "branch_literals",
         "branches",
@@ -339,6 +343,23 @@ class FilteredPattern:
         # once per set: `search_plan`, `finditer_plan`.
         self._search_plans: dict[int, Callable[[str], re.Match[str] | None]] = {}
         self._finditer_plans: dict[int, Callable[[str], Iterator[re.Match[str]]]] = {}
+        # A branch `re` cannot skip ahead for is tried at every position of the text, however rare
+        # what it needs: "\b(?:the )?government..." is a candidate wherever "pension" occurs. Its
+        # longest tail that does skip ahead ("government...") is searched first: where the tail is
+        # not found the branch cannot match (each match of it holds a match of the tail, in the
+        # same text), so it is dropped from the candidates before the search (`_tailed_search`).
+        tails: list[re.Pattern[str] | None] = []
+        for index, branch in enumerate(branches):
+            tail = None
+            if independent and not self._skipping >> index & 1:
+                suffix = skipping_suffix(branch, flags)
+                tail = None if suffix is None else re.compile(suffix, flags)
+            tails.append(tail)
+        self._tails = tuple(tails)
+        self._tailed = sum(1 << i for i, tail in enumerate(tails) if tail is not None)
+        # The plans for candidates left once tails are checked, keyed by those candidates.
+        self._direct_search_plans: dict[int, Callable[[str], re.Match[str] | None]] = {}
+        self._direct_finditer_plans: dict[int, Callable[[str], Iterator[re.Match[str]]]] = {}
 
     @classmethod
     def of(cls, pattern: str, flags: int = 0) -> FilteredPattern:
@@ -407,11 +428,24 @@ class FilteredPattern:
         """`search_branches(text, branches)` as one callable, chosen once per set of candidates:
         a compiled regex's own `search` wherever one regex can answer (every branch, one branch,
         or candidates whose alternation still opens with only a few characters, so `re` skips
-        ahead for it as for each of them), else the branch-by-branch search."""
+        ahead for it as for each of them), else the branch-by-branch search. Candidates with a
+        tail to check first (see `_tails`) are narrowed per text before that choice."""
         plan = self._search_plans.get(branches)
         if plan is not None:
             return plan
         candidates = (branches & self._all) | self._always
+        if candidates & self._tailed:
+            plan = partial(self._tailed_search, candidates=candidates)
+        else:
+            plan = self._direct_search_plan(candidates)
+        if len(self._search_plans) < _MAX_PLANS:
+            self._search_plans[branches] = plan
+        return plan
+
+    def _direct_search_plan(self, candidates: int) -> Callable[[str], re.Match[str] | None]:
+        plan = self._direct_search_plans.get(candidates)
+        if plan is not None:
+            return plan
         if candidates == self._all:
             plan = self._fast_full.search
         elif not candidates:
@@ -425,9 +459,25 @@ class FilteredPattern:
                 if joint is not None
                 else partial(self._search_several, branches=candidates, pos=0)
             )
-        if len(self._search_plans) < _MAX_PLANS:
-            self._search_plans[branches] = plan
+        if len(self._direct_search_plans) < _MAX_PLANS:
+            self._direct_search_plans[candidates] = plan
         return plan
+
+    def _without_absent_tails(self, text: str, candidates: int) -> int:
+        """`candidates` less the branches whose tail does not occur in `text` (they cannot match)."""
+        tails = self._tails
+        checked = candidates & self._tailed
+        while checked:
+            low = checked & -checked
+            checked ^= low
+            if tails[low.bit_length() - 1].search(text) is None:  # type: ignore[union-attr]
+                candidates ^= low
+        return candidates
+
+    def _tailed_search(self, text: str, candidates: int) -> re.Match[str] | None:
+        # The candidates left run as `search_branches` would run them: the same match, since the
+        # dropped branches match nowhere in `text`.
+        return self._direct_search_plan(self._without_absent_tails(text, candidates))(text)
 
     def finditer_plan(self, branches: int) -> Callable[[str], Iterator[re.Match[str]]]:
         """`finditer_branches(text, branches)` as one callable, chosen once per set of candidates
@@ -436,6 +486,18 @@ class FilteredPattern:
         if plan is not None:
             return plan
         candidates = (branches & self._all) | self._always
+        if candidates & self._tailed and not self._empty_ok:
+            plan = partial(self._tailed_finditer, candidates=candidates)
+        else:
+            plan = self._direct_finditer_plan(candidates)
+        if len(self._finditer_plans) < _MAX_PLANS:
+            self._finditer_plans[branches] = plan
+        return plan
+
+    def _direct_finditer_plan(self, candidates: int) -> Callable[[str], Iterator[re.Match[str]]]:
+        plan = self._direct_finditer_plans.get(candidates)
+        if plan is not None:
+            return plan
         if candidates == self._all or self._empty_ok:
             plan = self._fast_full.finditer
         elif not candidates:
@@ -449,9 +511,14 @@ class FilteredPattern:
                 else None
             )
             plan = joint.finditer if joint is not None else partial(self._step, branches=candidates)
-        if len(self._finditer_plans) < _MAX_PLANS:
-            self._finditer_plans[branches] = plan
+        if len(self._direct_finditer_plans) < _MAX_PLANS:
+            self._direct_finditer_plans[candidates] = plan
         return plan
+
+    def _tailed_finditer(self, text: str, candidates: int) -> Iterator[re.Match[str]]:
+        # Every search finditer makes (from the end of the last match) finds what it would with
+        # the dropped branches: they match nowhere in `text`, from any position.
+        return self._direct_finditer_plan(self._without_absent_tails(text, candidates))(text)
 
     def _skip_together(self, branches: int) -> bool:
         """Whether the alternation of these branches opens with at most `_MAX_OPENERS` characters."""

@@ -51,12 +51,8 @@ class PersonalRecommendationRule(BaseRule):
             return []
         hits: list[RuleHit] = []
         clauses = a.own_clauses
-        # In a numbered list of options each item opens with a verb: none of them is an instruction.
-        listed = self._option_list.search(a.advisor_unquoted, scan) is not None
         for pattern_id, description, regex, unless, whole, _gate in candidates:
             imperative = pattern_id == "pr.imperative"
-            if imperative and listed:
-                continue
             # A gated pattern is checked clause by clause (running only its branches whose literals
             # occur); one with no literal to gate on is searched once over the whole text (one
             # clause a line, so "^" still means a clause start) and only the clauses it touches
@@ -68,7 +64,11 @@ class PersonalRecommendationRule(BaseRule):
                 if steering and imperative and self._permission_carried(a, clauses[index]):
                     continue
                 if steering and (unless is None or unless.search(text, scan) is None):
-                    hits.append(self.hit(f"{description} ({pattern_id})", text))
+                    # In a numbered list of options each item opens with a verb: none of them is
+                    # an instruction. (Looked for only once an imperative would be reported: the
+                    # list search runs over the whole reply, and most replies have no imperative.)
+                    if not (imperative and self._option_list.search(unquoted, scan) is not None):
+                        hits.append(self.hit(f"{description} ({pattern_id})", text))
                     break
         return hits
 

@@ -344,3 +344,35 @@ def test_a_slice_gate_agrees_on_any_text_and_slice(words: list[str], start: int,
     text, part = "".join(words), "".join(words[start:stop])
     if pattern.full.search(part):
         assert gate.may_match(text, scanner.scan(text)), (text, part)
+
+
+_TAIL_WORDS = st.sampled_from(
+    ["the ", "government", "government's ", "pension", " guidance", "pension wise", "free ", "x", " ", "."]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TAIL_WORDS, min_size=0, max_size=12), st.integers(0, 12), st.integers(0, 12))
+def test_a_branch_dropped_for_its_missing_tail_changes_no_match(
+    words: list[str], start: int, stop: int
+) -> None:
+    # "\b(?:the )?government..." cannot skip ahead (it is tried at every position) and is a
+    # candidate wherever "pension" occurs; its tail "government..." is searched first, and the
+    # branch dropped where that is missing. Search and finditer still find what the full
+    # alternation finds, in the scanned text and in any part of it.
+    scanner = LiteralScanner()
+    pattern = FilteredPattern(
+        [
+            r"\bpension ?wise\b",
+            r"\b(?:the )?government'?s? (?:free )*pensions? guidance\b",
+            r"(?:(?:so|just)\W+)*(?:x|free) pension\b",
+        ]
+    )
+    assert pattern._tailed == 0b110  # the two branches that do not skip ahead have tails
+    scanned = scanner.bind(pattern)
+    text, part = "".join(words), "".join(words[start:stop])
+    scan = scanner.scan(text)
+    for piece in (text, part):
+        got, want = scanned.search(piece, scan), pattern.full.search(piece)
+        assert (got and got.span()) == (want and want.span())
+        assert _spans(scanned.finditer(piece, scan)) == _spans(pattern.full.finditer(piece))
