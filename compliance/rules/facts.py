@@ -268,18 +268,31 @@ class FigureCheckRule(BaseRule):
             found = a.memo[key] = {v for name, v in a.ctx.facts.items() if selector.search(name)}
         return found  # type: ignore[return-value]
 
-    def _money_mentions(self, a: Analysis) -> list[float]:
-        return [f.value for f in (*a.customer_figures, *a.advisor_figures) if f.kind == "money"]
-
     def _known_amounts(self, a: Analysis) -> set[float]:
         """Amounts that are right to restate in any derived claim: the customer's pots and their
-        totals, and amounts the customer said (calculator results are added per concept)."""
-        profile = a.ctx.customer
-        values = {p.value_gbp for p in profile.pots}
-        values |= {profile.total_gbp, sum(p.value_gbp for p in profile.pots if p.type == "DC")}
-        values |= {sum(p.value_gbp for p in profile.pots if p.type == "DB")}
-        values |= {f.value for f in a.customer_figures if f.kind == "money"}
-        return values
+        totals, and amounts the customer said (calculator results are added per concept).
+        Worked out once per utterance (several figures ask): callers combine it, never change it."""
+        key = ("known_amounts", self)
+        values = a.memo.get(key)
+        if values is None:
+            profile = a.ctx.customer
+            values = {p.value_gbp for p in profile.pots}
+            values |= {profile.total_gbp, sum(p.value_gbp for p in profile.pots if p.type == "DC")}
+            values |= {sum(p.value_gbp for p in profile.pots if p.type == "DB")}
+            values |= set(a.customer_amounts)
+            a.memo[key] = values
+        return values  # type: ignore[return-value]
+
+    def _tax_free_bases(self, a: Analysis, tool: set[float]) -> set[float]:
+        """Amounts a tax-free share may be taken of: the known amounts, every amount named by the
+        customer or the reply, this turn's calculator results and the DC pots' total."""
+        key = ("tax_free_bases", self)
+        common = a.memo.get(key)
+        if common is None:
+            common = self._known_amounts(a) | set(a.customer_amounts) | set(a.advisor_amounts)
+            common.add(tax_free_cash(a.ctx.customer.pots, self.kb).dc_total_gbp)
+            a.memo[key] = common
+        return common | tool  # type: ignore[operator]
 
     def _derived(
         self, concept: FigureConcept, fig: ExtractedFigure, bound: _Bound, a: Analysis
@@ -290,8 +303,7 @@ class FigureCheckRule(BaseRule):
             return self._known_amounts(a) | self._tool_facts(concept, a)
         if derived == "tax_free_cash":
             tool = self._tool_facts(concept, a)
-            bases = self._known_amounts(a) | set(self._money_mentions(a)) | tool
-            bases.add(tax_free_cash(profile.pots, self.kb).dc_total_gbp)
+            bases = self._tax_free_bases(a, tool)
             values = {self._lsa} | self._known_amounts(a) | tool
             # A share above the cap is only right as an uncapped illustration ("25% of £1.4m would
             # be £350,000, but..."), never where the clause speaks of the cap or the most available.
