@@ -771,6 +771,32 @@ class ScannedPattern:
         return f"ScannedPattern({self.pattern!r}, bits {self._offset}..)"
 
 
+class ScannedUnion:
+    """Several patterns bound to one `LiteralScanner`, asked at once whether any may match a text:
+    one mask test where asking each pattern is a call apiece. A rule with many patterns, of which
+    most texts give none a candidate branch, is skipped on that answer."""
+
+    __slots__ = ("_always", "_bits", "scanner")
+
+    def __init__(self, patterns: Sequence[ScannedPattern]) -> None:
+        scanners = {id(p.scanner) for p in patterns}
+        if len(scanners) > 1:
+            raise ValueError("patterns of one scanner only")
+        self.scanner = patterns[0].scanner if patterns else None
+        self._bits = 0
+        for pattern in patterns:
+            self._bits |= pattern._width << pattern._offset
+        # A branch run whatever the scan finds (no literal, or tied to others by a group reference).
+        self._always = any(pattern._always or pattern.pattern._always for pattern in patterns)
+
+    def may_match(self, scan: Scan | None) -> bool:
+        """False only when no pattern has a candidate branch under `scan` (so none can match the
+        scanned text or any part of it); True without a scan of this scanner."""
+        if scan is None or scan.scanner is not self.scanner:
+            return True
+        return self._always or bool(scan.mask & self._bits)
+
+
 class SliceGate:
     """Whether a `ScannedPattern` may match some slice of a text (a sentence, a clause, any part),
     told by searching the whole text once: each candidate branch (under the text's scan) is

@@ -24,7 +24,13 @@ from compliance.calculators import (
 from compliance.codes import ComplianceCode
 from compliance.figures import ExtractedFigure, extract_figures
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, ScannedPattern
+from compliance.knowledge.prefilter import (
+    FilteredPattern,
+    LiteralScanner,
+    Scan,
+    ScannedPattern,
+    ScannedUnion,
+)
 from compliance.knowledge.schema import FigureConcept
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule
@@ -630,11 +636,14 @@ class FalseClaimRule(BaseRule):
         self._claims = [
             (c, scanner.bind(c.regex), re.compile(c.unless) if c.unless else None) for c in kb.false_claims
         ]
+        self._any = ScannedUnion([regex for _, regex, _ in self._claims])
 
     def check(self, a: Analysis) -> list[RuleHit]:
         # Each claim runs only if its literals occur in the reply: most replies make none.
         hits: list[RuleHit] = []
         text, scan = a.advisor_unquoted, a.unquoted_scan
+        if not self._any.may_match(scan):
+            return hits
         for claim, regex, unless in self._claims:
             if regex.search(text, scan) is None:
                 continue

@@ -8,7 +8,7 @@ import re
 
 from compliance.codes import ComplianceCode
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, SliceGate
+from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, ScannedUnion, SliceGate
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, kb_source
 from compliance.text import Clause
@@ -34,6 +34,8 @@ class PersonalRecommendationRule(BaseRule):
             gate = SliceGate(regex)
             whole = FilteredPattern.of(p.pattern, re.MULTILINE)
             self._patterns.append((p.id, p.description, regex, unless, whole, gate))
+        # All of them at once: most replies give none a candidate branch.
+        self._any = ScannedUnion([p[2] for p in self._patterns])
         guards = {p.id: p.regex for p in kb.patterns("permitted", self.code)}
         self._declines = scanner.bind(guards["pr.declines"])
         self._indirect = scanner.bind(guards["pr.indirect_question"])
@@ -46,6 +48,8 @@ class PersonalRecommendationRule(BaseRule):
         # clauses; within a clause, the exception (`unless`) is only looked for once the pattern
         # has matched there.
         scan, unquoted = a.unquoted_scan, a.advisor_unquoted
+        if not self._any.may_match(scan):
+            return []
         candidates = [p for p in self._patterns if p[5].may_match(unquoted, scan)]
         if not candidates:
             return []

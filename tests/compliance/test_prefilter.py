@@ -6,12 +6,14 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compliance.knowledge.prefilter import (
     FilteredPattern,
     LiteralScanner,
+    ScannedUnion,
     SliceGate,
     distribute,
     fast_form,
@@ -376,3 +378,34 @@ def test_a_branch_dropped_for_its_missing_tail_changes_no_match(
         got, want = scanned.search(piece, scan), pattern.full.search(piece)
         assert (got and got.span()) == (want and want.span())
         assert _spans(scanned.finditer(piece, scan)) == _spans(pattern.full.finditer(piece))
+
+
+def test_a_union_rules_out_a_text_only_when_every_pattern_has_no_candidate() -> None:
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    groups = [bound[i : i + 7] for i in range(0, len(bound), 7)]
+    unions = [ScannedUnion(group) for group in groups]
+    ruled_out = 0
+    for text, parts in _dev_texts()[::2]:
+        scan = scanner.scan(text)
+        for group, union in zip(groups, unions, strict=True):
+            assert union.may_match(scan) == any(p.may_match(scan) for p in group)
+            if not union.may_match(scan):
+                ruled_out += 1
+                assert not any(p.pattern.full.search(part) for p in group for part in parts)
+    assert ruled_out > 50
+    # A branch with no literal (or tied by a group reference) runs whatever the scan: never ruled out.
+    always = ScannedUnion([scanner.bind(FilteredPattern([r"\bzzz\b", r"\b\w\b"]))])
+    assert always.may_match(scanner.scan("nothing scanned here"))
+    tied = ScannedUnion([scanner.bind(FilteredPattern.of(r"(?P<w>qqq)|xxx (?P=w)"))])
+    assert tied.may_match(scanner.scan("no literal"))
+
+
+def test_a_union_without_a_scan_of_its_scanner_rules_nothing_out() -> None:
+    mine, other = LiteralScanner(), LiteralScanner()
+    union = ScannedUnion([mine.bind(FilteredPattern([r"\bshould i\b"]))])
+    other.bind(FilteredPattern([r"\bunrelated\b"]))
+    assert union.may_match(None) and union.may_match(other.scan("unrelated"))
+    assert not union.may_match(mine.scan("nothing here"))
+    with pytest.raises(ValueError, match="one scanner"):
+        ScannedUnion([mine.bind(FilteredPattern(["abc"])), other.bind(FilteredPattern(["def"]))])
