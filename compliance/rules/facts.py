@@ -216,6 +216,7 @@ class FigureCheckRule(BaseRule):
             )
             self._spa_reached.append((ages, first, last))
         self._minimum_by_age: dict[int, list[int]] = {}
+        self._spa_by_age: dict[int, frozenset[float]] = {}
         self._by_kind: dict[str, list[tuple[FigureConcept, ScannedPattern]]] = {}
         for concept in self._concepts:
             self._by_kind.setdefault(concept.kind, []).append((concept, scanner.bind(concept.regex)))
@@ -329,7 +330,7 @@ class FigureCheckRule(BaseRule):
                 weekly |= self._historical[concept.key]
             return {v * self._weeks for v in weekly}
         if derived == "state_pension_age":
-            values = {float(y) for y in state_pension_age(profile.age, self.kb).whole_years()}
+            values = set(self._state_pension_ages(profile.age))
             scan = a.unquoted_scan
             if self._general.search(bound.clause, scan) or not self._you.search(bound.clause, scan):
                 ages = self._spa_ages if "born" in bound.sentence else self._spa_ages_now
@@ -340,6 +341,26 @@ class FigureCheckRule(BaseRule):
         if derived == "minimum_pension_age":
             return self._minimum_age_values(fig, bound, a)
         return set()
+
+    def _state_pension_ages(self, age: int) -> frozenset[float]:
+        """Whole-year State Pension ages possible for a customer of this age (cached: the rule is
+        pure, and the knowledge base and its reference date are fixed for this rule)."""
+        ages = self._spa_by_age.get(age)
+        if ages is None:
+            ages = self._spa_by_age[age] = frozenset(
+                float(y) for y in state_pension_age(age, self.kb).whole_years()
+            )
+        return ages
+
+    @staticmethod
+    def _figures(text: str, a: Analysis) -> list[ExtractedFigure]:
+        """`extract_figures(text)`, once per text and utterance (a sentence's figures are read
+        again for the ages named with a year or a change; callers only read the list)."""
+        key = ("figures", text)
+        found = a.memo.get(key)
+        if found is None:
+            found = a.memo[key] = extract_figures(text)
+        return found  # type: ignore[return-value]
 
     def _personal_minimum(self, age: int) -> list[int]:
         """Minimum pension ages possible for a customer of this age (cached: the rule is pure)."""
@@ -367,7 +388,7 @@ class FigureCheckRule(BaseRule):
             # "You can access it from 55, rising to 57 from 6 April 2028": the sentence states the
             # rule and its change, so today's age is right even for someone who will wait till 57.
             # So does "it will have risen from 55 to 57" (the old end of the change).
-            if (self._general.search(bound.sentence, scan) and self._names_later_age(bound.sentence)) or (
+            if (self._general.search(bound.sentence, scan) and self._names_later_age(bound.sentence, a)) or (
                 fig.lead == "from" and _TRANSITION_AFTER.match(bound.sentence[fig.end :])
             ):
                 return personal | {self._nmpa_now, self._nmpa_later}
@@ -375,9 +396,9 @@ class FigureCheckRule(BaseRule):
         # "At 60 you can take it": any age at or above the customer's minimum is right.
         return {fig.value} if fig.value >= min(personal) else personal
 
-    def _names_later_age(self, sentence: str) -> bool:
+    def _names_later_age(self, sentence: str, a: Analysis) -> bool:
         later = f"{self._nmpa_later:g}"
-        return any(f.kind == "age" and f"{f.value:g}" == later for f in extract_figures(sentence))
+        return any(f.kind == "age" and f"{f.value:g}" == later for f in self._figures(sentence, a))
 
     def _accepted(
         self, bound: _Bound, fig: ExtractedFigure, a: Analysis
@@ -453,7 +474,7 @@ class FigureCheckRule(BaseRule):
         return f"The customer's pension is not {side} {fig.text.strip()} (their pensions: {values})."
 
     def _spa_pair_error(
-        self, fig: ExtractedFigure, sentence: str, bound: list[_Bound], memo: dict
+        self, fig: ExtractedFigure, sentence: str, bound: list[_Bound], memo: dict, a: Analysis
     ) -> str | None:
         """A State Pension age year must fit the age named with it in its clause ("rising to 68
         from 2028" is wrong: 68 is reached from 2044). None when it fits or no age is named."""
@@ -462,7 +483,7 @@ class FigureCheckRule(BaseRule):
         clause = _clause_around(sentence, fig.start, self._breaks(sentence, memo))
         if "born" in clause:
             return None  # a birth year ("born on or after 6 April 1978"), not when the age is reached
-        ages = [f.value for f in extract_figures(clause) if f.kind == "age"]
+        ages = [f.value for f in self._figures(clause, a) if f.kind == "age"]
         if not ages:
             return None
         for age in ages:
@@ -572,7 +593,7 @@ class FigureCheckRule(BaseRule):
         memo: dict = {}
         scan = a.unquoted_scan
         for index, sentence in enumerate(a.unquoted_sentences):
-            for fig in extract_figures(sentence):
+            for fig in self._figures(sentence, a):
                 if self._negated.search(sentence[max(0, fig.start - _NEGATION_WINDOW) : fig.start], scan):
                     continue
                 if fig.kind == "age" and self._own_age(fig, sentence, a):
@@ -610,7 +631,7 @@ class FigureCheckRule(BaseRule):
                         break
                     expected |= statutory | derived
                 if right and fig.kind == "year":
-                    wrong_pair = self._spa_pair_error(fig, sentence, bound, memo)
+                    wrong_pair = self._spa_pair_error(fig, sentence, bound, memo, a)
                     if wrong_pair:
                         hits.append(self.hit(wrong_pair, sentence))
                     continue
