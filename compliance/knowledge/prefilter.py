@@ -755,6 +755,12 @@ class ScannedPattern:
         plan = self.pattern._finditer_plans.get(branches)
         return (plan or self.pattern.finditer_plan(branches))(text)
 
+    def finditer_branches(self, text: str, branches: int) -> Iterator[re.Match[str]]:
+        """`finditer(text)` running only `branches` (bit i: branch i), known to hold every branch
+        that can match `text` (as `SliceGate.branches` tells for every slice of a text)."""
+        plan = self.pattern._finditer_plans.get(branches)
+        return (plan or self.pattern.finditer_plan(branches))(text)
+
     def sub(self, repl: str, text: str, scan: Scan | None) -> str:
         """`sub` with `repl` taken literally, running only the candidate branches."""
         if scan is None or scan.scanner is not self.scanner:
@@ -839,6 +845,26 @@ class SliceGate:
             if regexes[low.bit_length() - 1].search(text) is not None:  # type: ignore[union-attr]
                 return True
         return False
+
+    def branches(self, text: str, scan: Scan | None) -> int | None:
+        """The branches that may match some slice of `text` (bit i: branch i; 0: none can): the
+        candidates under `scan` (the scan of `text`) that cannot be relaxed or whose relaxed form
+        occurs in `text`. None without a scan of the pattern's scanner. A rule checking a reply
+        part by part runs only these in every part (`ScannedPattern.finditer_branches`), having
+        searched the whole reply once per branch rather than each part."""
+        pattern = self._pattern
+        if scan is None or scan.scanner is not pattern.scanner:
+            return None
+        branches = ((scan.mask >> pattern._offset) & pattern._width) | pattern._always
+        found = branches & self._kept
+        unknown = branches & ~self._kept
+        regexes = self._regexes
+        while unknown:
+            low = unknown & -unknown
+            unknown ^= low
+            if regexes[low.bit_length() - 1].search(text) is not None:  # type: ignore[union-attr]
+                found |= low
+        return found
 
 
 class ScannedSearch:

@@ -50,12 +50,21 @@ class PersonalRecommendationRule(BaseRule):
         scan, unquoted = a.unquoted_scan, a.advisor_unquoted
         if not self._any.may_match(scan):
             return []
-        candidates = [p for p in self._patterns if p[5].may_match(unquoted, scan)]
+        # Each pattern with the branches that may match some part of the reply (its gate searched
+        # the whole reply once per branch): only those run in each clause.
+        candidates = []
+        for pattern in self._patterns:
+            branches = pattern[5].branches(unquoted, scan)
+            if branches is None:  # no scan of this engine's scanner: the gate alone
+                if pattern[5].may_match(unquoted, scan):
+                    candidates.append((pattern, None))
+            elif branches:
+                candidates.append((pattern, branches))
         if not candidates:
             return []
         hits: list[RuleHit] = []
         clauses = a.own_clauses
-        for pattern_id, description, regex, unless, whole, _gate in candidates:
+        for (pattern_id, description, regex, unless, whole, _gate), branches in candidates:
             imperative = pattern_id == "pr.imperative"
             # A gated pattern is checked clause by clause (running only its branches whose literals
             # occur); one with no literal to gate on is searched once over the whole text (one
@@ -64,7 +73,12 @@ class PersonalRecommendationRule(BaseRule):
             indices = a.clauses_touched(whole) if whole.ungated else range(len(clauses))
             for index in indices:
                 text = clauses[index].text
-                steering = [m for m in regex.finditer(text, scan) if not self._cleared(text, m, scan)]
+                matches = (
+                    regex.finditer(text, scan)
+                    if branches is None
+                    else regex.finditer_branches(text, branches)
+                )
+                steering = [m for m in matches if not self._cleared(text, m, scan)]
                 if steering and imperative and self._permission_carried(a, clauses[index]):
                     continue
                 if steering and (unless is None or unless.search(text, scan) is None):

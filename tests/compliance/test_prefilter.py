@@ -409,3 +409,25 @@ def test_a_union_without_a_scan_of_its_scanner_rules_nothing_out() -> None:
     assert not union.may_match(mine.scan("nothing here"))
     with pytest.raises(ValueError, match="one scanner"):
         ScannedUnion([mine.bind(FilteredPattern(["abc"])), other.bind(FilteredPattern(["def"]))])
+
+
+def test_the_branches_a_slice_gate_keeps_find_what_the_full_pattern_finds_in_every_part() -> None:
+    # The gate searches the whole text once per candidate branch; running only the branches it
+    # keeps in any part of the text (a sentence, a clause) finds what the whole alternation finds.
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    gates = [SliceGate(scanned) for scanned in bound]
+    narrowed = 0
+    for text, parts in _dev_texts()[::2]:
+        scan = scanner.scan(text)
+        for scanned, gate in zip(bound, gates, strict=True):
+            kept = gate.branches(text, scan)
+            assert kept is not None
+            assert bool(kept) == gate.may_match(text, scan)
+            narrowed += kept != scanned.branches(scan)
+            full = scanned.pattern.full
+            for part in parts:
+                assert _spans(scanned.finditer_branches(part, kept)) == _spans(full.finditer(part))
+    assert narrowed > 100
+    # Without a scan of its scanner the gate keeps nothing it could vouch for.
+    assert gates[0].branches("any text", None) is None
