@@ -520,6 +520,24 @@ class FilteredPattern:
         # the dropped branches: they match nowhere in `text`, from any position.
         return self._direct_finditer_plan(self._without_absent_tails(text, candidates))(text)
 
+    def found_branches(self, text: str, branches: int) -> bool:
+        """Whether `search_branches(text, branches)` finds a match, without working out which
+        match it is: the candidate branches `re` skips ahead for are tried one by one and the first
+        that matches settles it (the leftmost match need not be found), the others together."""
+        candidates = (branches & self._all) | self._always
+        if not self._branch_regexes or not candidates & (candidates - 1):
+            return self.search_plan(branches)(text) is not None
+        candidates = self._without_absent_tails(text, candidates)
+        regexes = self._branch_regexes
+        fast = candidates & self._skipping
+        while fast:
+            low = fast & -fast
+            fast ^= low
+            if regexes[low.bit_length() - 1].search(text) is not None:
+                return True
+        slow = candidates & ~self._skipping
+        return bool(slow) and self._direct_search_plan(slow)(text) is not None
+
     def _skip_together(self, branches: int) -> bool:
         """Whether the alternation of these branches opens with at most `_MAX_OPENERS` characters."""
         chars: set[int] = set()
@@ -754,6 +772,16 @@ class ScannedPattern:
         branches = ((scan.mask >> self._offset) & self._width) | self._always
         plan = self.pattern._finditer_plans.get(branches)
         return (plan or self.pattern.finditer_plan(branches))(text)
+
+    def found(self, text: str, scan: Scan | None) -> bool:
+        """`search(text, scan) is not None`, settled by the first candidate branch that matches."""
+        if scan is None or scan.scanner is not self.scanner:
+            return self.pattern.search(text) is not None
+        branches = ((scan.mask >> self._offset) & self._width) | self._always
+        if not branches & (branches - 1):  # one candidate at most: its search settles it
+            plan = self.pattern._search_plans.get(branches)
+            return (plan or self.pattern.search_plan(branches))(text) is not None
+        return self.pattern.found_branches(text, branches)
 
     def finditer_branches(self, text: str, branches: int) -> Iterator[re.Match[str]]:
         """`finditer(text)` running only `branches` (bit i: branch i), known to hold every branch

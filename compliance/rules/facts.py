@@ -666,7 +666,7 @@ class FalseClaimRule(BaseRule):
         if not self._any.may_match(scan):
             return hits
         for claim, regex, unless in self._claims:
-            if regex.search(text, scan) is None:
+            if not regex.found(text, scan):
                 continue
             for sentence in a.unquoted_sentences:
                 if regex.search(sentence, scan) and not (unless and unless.search(sentence)):
@@ -747,7 +747,7 @@ class UnfundedTransferClaimRule(BaseRule):
         # The unfunded scheme is the customer's (by its name on the pot, or named in the talk).
         public = any(p.type == "DB" and self._scheme.search(p.provider.lower(), None) for p in profile.pots)
         if not public and not (
-            self._scheme.search(a.customer, a.customer_scan) or self._scheme.search(a.advisor_unquoted, scan)
+            self._scheme.found(a.customer, a.customer_scan) or self._scheme.found(a.advisor_unquoted, scan)
         ):
             return []
         for sentence in a.unquoted_sentences:

@@ -431,3 +431,19 @@ def test_the_branches_a_slice_gate_keeps_find_what_the_full_pattern_finds_in_eve
     assert narrowed > 100
     # Without a scan of its scanner the gate keeps nothing it could vouch for.
     assert gates[0].branches("any text", None) is None
+
+
+def test_found_says_whether_search_finds_a_match_in_every_part() -> None:
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    found = 0
+    for text, parts in _dev_texts()[::2]:
+        scan = scanner.scan(text)
+        for scanned in bound:
+            full = scanned.pattern.full
+            for part in parts:
+                want = full.search(part) is not None
+                assert scanned.found(part, scan) == want, (scanned.pattern.pattern[:60], part)
+                found += want
+            assert scanned.found(text, None) == (full.search(text) is not None)
+    assert found > 1000
