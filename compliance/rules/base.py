@@ -103,6 +103,10 @@ class Analysis:
         return sentences(self.advisor)
 
     @cached_property
+    def customer_sentences(self) -> list[str]:
+        return sentences(self.customer)
+
+    @cached_property
     def unquoted_sentences(self) -> list[str]:
         if self.advisor_unquoted == self.advisor:  # nothing quoted (the usual case): split once
             return self.advisor_sentences

@@ -7,7 +7,6 @@ from compliance.knowledge import KnowledgeBase
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, kb_source
 from compliance.rules.topics import Topics
-from compliance.text import sentences
 
 # How far before a mention of Pension Wise words discouraging it are looked for.
 _DISMISS_WINDOW = 30
@@ -45,7 +44,7 @@ class RiskDisclosureRule(BaseRule):
         scan = a.customer_scan
         if not self._options.may_match(scan, a.customer):
             return False
-        for sentence in sentences(a.customer):
+        for sentence in a.customer_sentences:
             if self._not_option.search(sentence, scan):
                 continue
             for match in self._options.finditer(sentence, scan):

@@ -14,7 +14,6 @@ from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan
 from compliance.knowledge.schema import ScamRedFlag
 from compliance.models import CustomerProfile, Pot
 from compliance.rules.base import Analysis
-from compliance.text import sentences
 
 # Words in scheme names that say nothing about which scheme is meant.
 _GENERIC_PROVIDER_WORDS = frozenset(
@@ -175,7 +174,7 @@ class Topics:
         """The customer's sentences without what they report others saying."""
         kept = []
         scan = a.customer_scan
-        for sentence in sentences(a.customer):
+        for sentence in a.customer_sentences:
             match = self._customer_reported.search(sentence, scan)
             kept.append(sentence if match is None else sentence[: match.start()])
         return " ".join(part for part in kept if part.strip())
