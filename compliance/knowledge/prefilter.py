@@ -732,7 +732,7 @@ class ScannedPattern:
     it runs only the branches whose literals that scan found. Without a scan of its own scanner it
     falls back to the pattern's own gate, so results never depend on which is used."""
 
-    __slots__ = ("_always", "_offset", "_width", "pattern", "scanner")
+    __slots__ = ("_always", "_idle", "_offset", "_width", "pattern", "scanner")
 
     def __init__(self, pattern: FilteredPattern, scanner: LiteralScanner, offset: int) -> None:
         self.pattern = pattern
@@ -745,6 +745,9 @@ class ScannedPattern:
             for i, literals in enumerate(pattern.branch_literals)
             if literals is None or any("\n" in literal for literal in literals)
         )
+        # With no candidate branch nothing runs, unless the pattern runs some branches whatever the
+        # scan finds (branches tied together by a group reference all run).
+        self._idle = not pattern._always
 
     def branches(self, scan: Scan) -> int:
         """The pattern's candidate branches (bit i: branch i) in any text inside the scanned one."""
@@ -761,6 +764,8 @@ class ScannedPattern:
         if scan is None or scan.scanner is not self.scanner:
             return self.pattern.search(text)
         branches = ((scan.mask >> self._offset) & self._width) | self._always
+        if not branches and self._idle:  # no candidate (most searches): nothing to run
+            return None
         # The plan for these candidates, looked up here rather than through a call (this runs
         # dozens of times per utterance).
         plan = self.pattern._search_plans.get(branches)
@@ -770,6 +775,8 @@ class ScannedPattern:
         if scan is None or scan.scanner is not self.scanner:
             return self.pattern.finditer(text)
         branches = ((scan.mask >> self._offset) & self._width) | self._always
+        if not branches and self._idle:
+            return iter(())
         plan = self.pattern._finditer_plans.get(branches)
         return (plan or self.pattern.finditer_plan(branches))(text)
 
@@ -778,6 +785,8 @@ class ScannedPattern:
         if scan is None or scan.scanner is not self.scanner:
             return self.pattern.search(text) is not None
         branches = ((scan.mask >> self._offset) & self._width) | self._always
+        if not branches and self._idle:
+            return False
         if not branches & (branches - 1):  # one candidate at most: its search settles it
             plan = self.pattern._search_plans.get(branches)
             return (plan or self.pattern.search_plan(branches))(text) is not None
