@@ -749,6 +749,16 @@ class ScannedPattern:
         # scan finds (branches tied together by a group reference all run).
         self._idle = not pattern._always
 
+    @property
+    def scan_bits(self) -> int:
+        """This pattern's bits in the mask of a scan of its scanner: with none of them set (and no
+        branch that runs whatever the scan finds, `runs_always`) it has no candidate branch."""
+        return self._width << self._offset
+
+    @property
+    def runs_always(self) -> bool:
+        return bool(self._always)
+
     def branches(self, scan: Scan) -> int:
         """The pattern's candidate branches (bit i: branch i) in any text inside the scanned one."""
         return ((scan.mask >> self._offset) & self._width) | self._always
@@ -828,7 +838,7 @@ class ScannedUnion:
         self.scanner = patterns[0].scanner if patterns else None
         self._bits = 0
         for pattern in patterns:
-            self._bits |= pattern._width << pattern._offset
+            self._bits |= pattern.scan_bits
         # A branch run whatever the scan finds (no literal, or tied to others by a group reference).
         self._always = any(pattern._always or pattern.pattern._always for pattern in patterns)
 

@@ -225,6 +225,13 @@ class FigureCheckRule(BaseRule):
             concept.key: None if concept.historical is None else scanner.bind(concept.historical)
             for concept in self._concepts
         }
+        # Per kind: each concept's pattern with its bits in a scan of this scanner, and whether it
+        # has a branch that runs whatever the scan finds (as `ScannedPattern.may_match` reads them).
+        self._scanner = scanner
+        self._kind_bits = {
+            kind: [(pair, pair[1].scan_bits, pair[1].runs_always) for pair in pairs]
+            for kind, pairs in self._by_kind.items()
+        }
         self._kind_gates = {
             kind: scanner.bind(
                 FilteredPattern([phrase for concept, _ in pairs for phrase in concept.phrases])
@@ -530,11 +537,15 @@ class FigureCheckRule(BaseRule):
         found = memo.get(key)
         if found is None:
             gate = self._kind_gates.get(kind)
-            found = memo[key] = (
-                [pair for pair in self._by_kind[kind] if pair[1].may_match(scan)]
-                if gate is not None and gate.may_match(scan)
-                else []
-            )
+            if gate is None or not gate.may_match(scan):
+                found = []
+            elif scan.scanner is self._scanner:
+                # `may_match(scan)` of each concept's pattern as one mask test apiece (read once).
+                mask = scan.mask
+                found = [pair for pair, bits, always in self._kind_bits[kind] if always or mask & bits]
+            else:
+                found = [pair for pair in self._by_kind[kind] if pair[1].may_match(scan)]
+            memo[key] = found
         return found
 
     def _concepts_in(

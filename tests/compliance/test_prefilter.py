@@ -447,3 +447,12 @@ def test_found_says_whether_search_finds_a_match_in_every_part() -> None:
                 found += want
             assert scanned.found(text, None) == (full.search(text) is not None)
     assert found > 1000
+
+
+def test_scan_bits_tell_what_may_match_tells() -> None:
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    for text, _parts in _dev_texts()[::6]:
+        scan = scanner.scan(text)
+        for scanned in bound:
+            assert scanned.may_match(scan) == (scanned.runs_always or bool(scan.mask & scanned.scan_bits))
