@@ -15,7 +15,10 @@ The rule engine goes further: a `LiteralScanner` (Aho-Corasick, pyahocorasick) f
 literal of every pattern the rules use in one pass over a text, so each pattern then runs only
 its branches whose literals occur (`ScannedPattern`), on the text or any part of it, with no gate
 regex at all; which regex runs for a given set of candidates is worked out once per set (search
-plans). A `SliceGate` searches a whole text once with a pattern's assertions removed (`relax`) to
+plans); a candidate branch `re` cannot skip ahead for is first looked for by its skipping tail, and
+dropped where that is absent. `found` answers "is there a match?" without working out which one,
+and a `ScannedUnion` tells in one mask test whether any of several patterns has a candidate at
+all. A `SliceGate` searches a whole text once with a pattern's assertions removed (`relax`) to
 rule out every slice of it, so rules that check clause by clause need not split most replies.
 """
 
