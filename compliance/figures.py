@@ -108,6 +108,23 @@ def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
     return any(span[0] < end and start < span[1] for start, end in taken)
 
 
+def _money_matches(text: str, digits: bool) -> list[re.Match[str]]:
+    """The money matches of `text` (`digits`: whether it holds a digit), found as `extract_figures`
+    finds them: amounts come first there, so nothing else found changes them."""
+    words = "pound" in text or "quid" in text
+    if not digits or ("£" not in text and not words):
+        return []
+    return list((_MONEY if words else _MONEY_SIGN_ONLY).finditer(text))
+
+
+def money_amounts(text: str) -> list[float]:
+    """The values of the money figures `extract_figures(text)` finds, in order, without looking for
+    the other kinds (for code that needs only the amounts of a long text)."""
+    if "£" not in text and "pound" not in text and "quid" not in text:
+        return []
+    return [_money_value(m) for m in _money_matches(text, _DIGIT.search(text) is not None)]
+
+
 def extract_figures(text: str) -> list[ExtractedFigure]:
     """All figures in already-normalised (lower-case) text, in order of appearance."""
     # Each pattern runs only when the text has what it cannot match without (a digit, "£", "%",
@@ -118,11 +135,9 @@ def extract_figures(text: str) -> list[ExtractedFigure]:
         return []
     found: list[ExtractedFigure] = []
     taken: list[tuple[int, int]] = []
-    words = "pound" in text or "quid" in text
-    if digits and ("£" in text or words):
-        for m in (_MONEY if words else _MONEY_SIGN_ONLY).finditer(text):
-            found.append(ExtractedFigure("money", _money_value(m), m.start(), m.end(), m.group()))
-            taken.append(m.span())
+    for m in _money_matches(text, digits):
+        found.append(ExtractedFigure("money", _money_value(m), m.start(), m.end(), m.group()))
+        taken.append(m.span())
     if digits and ("%" in text or "cent" in text):
         for m in _PERCENT.finditer(text):
             if _overlaps(m.span(), taken):

@@ -15,7 +15,10 @@ The rule engine goes further: a `LiteralScanner` (Aho-Corasick, pyahocorasick) f
 literal of every pattern the rules use in one pass over a text, so each pattern then runs only
 its branches whose literals occur (`ScannedPattern`), on the text or any part of it, with no gate
 regex at all; which regex runs for a given set of candidates is worked out once per set (search
-plans). A `SliceGate` searches a whole text once with a pattern's assertions removed (`relax`) to
+plans); a candidate branch `re` cannot skip ahead for is first looked for by its skipping tail, and
+dropped where that is absent. `found` answers "is there a match?" without working out which one,
+and a `ScannedUnion` tells in one mask test whether any of several patterns has a candidate at
+all. A `SliceGate` searches a whole text once with a pattern's assertions removed (`relax`) to
 rule out every slice of it, so rules that check clause by clause need not split most replies.
 """
 
@@ -259,6 +262,8 @@ class FilteredPattern:
         "_all",
         "_always",
         "_branch_regexes",
+        "_direct_finditer_plans",
+        "_direct_search_plans",
         "_empty_ok",
         "_fast_full",
         "_finditer_plans",
@@ -268,6 +273,8 @@ class FilteredPattern:
         "_search_plans",
         "_skipping",
         "_subsets",
+        "_tailed",
+        "_tails",
         "_unfiltered",
         "branch_literals",
         "branches",
@@ -339,6 +346,23 @@ class FilteredPattern:
         # once per set: `search_plan`, `finditer_plan`.
         self._search_plans: dict[int, Callable[[str], re.Match[str] | None]] = {}
         self._finditer_plans: dict[int, Callable[[str], Iterator[re.Match[str]]]] = {}
+        # A branch `re` cannot skip ahead for is tried at every position of the text, however rare
+        # what it needs: "\b(?:the )?government..." is a candidate wherever "pension" occurs. Its
+        # longest tail that does skip ahead ("government...") is searched first: where the tail is
+        # not found the branch cannot match (each match of it holds a match of the tail, in the
+        # same text), so it is dropped from the candidates before the search (`_tailed_search`).
+        tails: list[re.Pattern[str] | None] = []
+        for index, branch in enumerate(branches):
+            tail = None
+            if independent and not self._skipping >> index & 1:
+                suffix = skipping_suffix(branch, flags)
+                tail = None if suffix is None else re.compile(suffix, flags)
+            tails.append(tail)
+        self._tails = tuple(tails)
+        self._tailed = sum(1 << i for i, tail in enumerate(tails) if tail is not None)
+        # The plans for candidates left once tails are checked, keyed by those candidates.
+        self._direct_search_plans: dict[int, Callable[[str], re.Match[str] | None]] = {}
+        self._direct_finditer_plans: dict[int, Callable[[str], Iterator[re.Match[str]]]] = {}
 
     @classmethod
     def of(cls, pattern: str, flags: int = 0) -> FilteredPattern:
@@ -407,11 +431,24 @@ class FilteredPattern:
         """`search_branches(text, branches)` as one callable, chosen once per set of candidates:
         a compiled regex's own `search` wherever one regex can answer (every branch, one branch,
         or candidates whose alternation still opens with only a few characters, so `re` skips
-        ahead for it as for each of them), else the branch-by-branch search."""
+        ahead for it as for each of them), else the branch-by-branch search. Candidates with a
+        tail to check first (see `_tails`) are narrowed per text before that choice."""
         plan = self._search_plans.get(branches)
         if plan is not None:
             return plan
         candidates = (branches & self._all) | self._always
+        if candidates & self._tailed:
+            plan = partial(self._tailed_search, candidates=candidates)
+        else:
+            plan = self._direct_search_plan(candidates)
+        if len(self._search_plans) < _MAX_PLANS:
+            self._search_plans[branches] = plan
+        return plan
+
+    def _direct_search_plan(self, candidates: int) -> Callable[[str], re.Match[str] | None]:
+        plan = self._direct_search_plans.get(candidates)
+        if plan is not None:
+            return plan
         if candidates == self._all:
             plan = self._fast_full.search
         elif not candidates:
@@ -425,9 +462,25 @@ class FilteredPattern:
                 if joint is not None
                 else partial(self._search_several, branches=candidates, pos=0)
             )
-        if len(self._search_plans) < _MAX_PLANS:
-            self._search_plans[branches] = plan
+        if len(self._direct_search_plans) < _MAX_PLANS:
+            self._direct_search_plans[candidates] = plan
         return plan
+
+    def _without_absent_tails(self, text: str, candidates: int) -> int:
+        """`candidates` less the branches whose tail does not occur in `text` (they cannot match)."""
+        tails = self._tails
+        checked = candidates & self._tailed
+        while checked:
+            low = checked & -checked
+            checked ^= low
+            if tails[low.bit_length() - 1].search(text) is None:  # type: ignore[union-attr]
+                candidates ^= low
+        return candidates
+
+    def _tailed_search(self, text: str, candidates: int) -> re.Match[str] | None:
+        # The candidates left run as `search_branches` would run them: the same match, since the
+        # dropped branches match nowhere in `text`.
+        return self._direct_search_plan(self._without_absent_tails(text, candidates))(text)
 
     def finditer_plan(self, branches: int) -> Callable[[str], Iterator[re.Match[str]]]:
         """`finditer_branches(text, branches)` as one callable, chosen once per set of candidates
@@ -436,6 +489,18 @@ class FilteredPattern:
         if plan is not None:
             return plan
         candidates = (branches & self._all) | self._always
+        if candidates & self._tailed and not self._empty_ok:
+            plan = partial(self._tailed_finditer, candidates=candidates)
+        else:
+            plan = self._direct_finditer_plan(candidates)
+        if len(self._finditer_plans) < _MAX_PLANS:
+            self._finditer_plans[branches] = plan
+        return plan
+
+    def _direct_finditer_plan(self, candidates: int) -> Callable[[str], Iterator[re.Match[str]]]:
+        plan = self._direct_finditer_plans.get(candidates)
+        if plan is not None:
+            return plan
         if candidates == self._all or self._empty_ok:
             plan = self._fast_full.finditer
         elif not candidates:
@@ -449,9 +514,32 @@ class FilteredPattern:
                 else None
             )
             plan = joint.finditer if joint is not None else partial(self._step, branches=candidates)
-        if len(self._finditer_plans) < _MAX_PLANS:
-            self._finditer_plans[branches] = plan
+        if len(self._direct_finditer_plans) < _MAX_PLANS:
+            self._direct_finditer_plans[candidates] = plan
         return plan
+
+    def _tailed_finditer(self, text: str, candidates: int) -> Iterator[re.Match[str]]:
+        # Every search finditer makes (from the end of the last match) finds what it would with
+        # the dropped branches: they match nowhere in `text`, from any position.
+        return self._direct_finditer_plan(self._without_absent_tails(text, candidates))(text)
+
+    def found_branches(self, text: str, branches: int) -> bool:
+        """Whether `search_branches(text, branches)` finds a match, without working out which
+        match it is: the candidate branches `re` skips ahead for are tried one by one and the first
+        that matches settles it (the leftmost match need not be found), the others together."""
+        candidates = (branches & self._all) | self._always
+        if not self._branch_regexes or not candidates & (candidates - 1):
+            return self.search_plan(branches)(text) is not None
+        candidates = self._without_absent_tails(text, candidates)
+        regexes = self._branch_regexes
+        fast = candidates & self._skipping
+        while fast:
+            low = fast & -fast
+            fast ^= low
+            if regexes[low.bit_length() - 1].search(text) is not None:
+                return True
+        slow = candidates & ~self._skipping
+        return bool(slow) and self._direct_search_plan(slow)(text) is not None
 
     def _skip_together(self, branches: int) -> bool:
         """Whether the alternation of these branches opens with at most `_MAX_OPENERS` characters."""
@@ -647,7 +735,7 @@ class ScannedPattern:
     it runs only the branches whose literals that scan found. Without a scan of its own scanner it
     falls back to the pattern's own gate, so results never depend on which is used."""
 
-    __slots__ = ("_always", "_offset", "_width", "pattern", "scanner")
+    __slots__ = ("_always", "_idle", "_offset", "_width", "pattern", "scanner")
 
     def __init__(self, pattern: FilteredPattern, scanner: LiteralScanner, offset: int) -> None:
         self.pattern = pattern
@@ -660,6 +748,19 @@ class ScannedPattern:
             for i, literals in enumerate(pattern.branch_literals)
             if literals is None or any("\n" in literal for literal in literals)
         )
+        # With no candidate branch nothing runs, unless the pattern runs some branches whatever the
+        # scan finds (branches tied together by a group reference all run).
+        self._idle = not pattern._always
+
+    @property
+    def scan_bits(self) -> int:
+        """This pattern's bits in the mask of a scan of its scanner: with none of them set (and no
+        branch that runs whatever the scan finds, `runs_always`) it has no candidate branch."""
+        return self._width << self._offset
+
+    @property
+    def runs_always(self) -> bool:
+        return bool(self._always)
 
     def branches(self, scan: Scan) -> int:
         """The pattern's candidate branches (bit i: branch i) in any text inside the scanned one."""
@@ -676,6 +777,8 @@ class ScannedPattern:
         if scan is None or scan.scanner is not self.scanner:
             return self.pattern.search(text)
         branches = ((scan.mask >> self._offset) & self._width) | self._always
+        if not branches and self._idle:  # no candidate (most searches): nothing to run
+            return None
         # The plan for these candidates, looked up here rather than through a call (this runs
         # dozens of times per utterance).
         plan = self.pattern._search_plans.get(branches)
@@ -685,6 +788,26 @@ class ScannedPattern:
         if scan is None or scan.scanner is not self.scanner:
             return self.pattern.finditer(text)
         branches = ((scan.mask >> self._offset) & self._width) | self._always
+        if not branches and self._idle:
+            return iter(())
+        plan = self.pattern._finditer_plans.get(branches)
+        return (plan or self.pattern.finditer_plan(branches))(text)
+
+    def found(self, text: str, scan: Scan | None) -> bool:
+        """`search(text, scan) is not None`, settled by the first candidate branch that matches."""
+        if scan is None or scan.scanner is not self.scanner:
+            return self.pattern.search(text) is not None
+        branches = ((scan.mask >> self._offset) & self._width) | self._always
+        if not branches and self._idle:
+            return False
+        if not branches & (branches - 1):  # one candidate at most: its search settles it
+            plan = self.pattern._search_plans.get(branches)
+            return (plan or self.pattern.search_plan(branches))(text) is not None
+        return self.pattern.found_branches(text, branches)
+
+    def finditer_branches(self, text: str, branches: int) -> Iterator[re.Match[str]]:
+        """`finditer(text)` running only `branches` (bit i: branch i), known to hold every branch
+        that can match `text` (as `SliceGate.branches` tells for every slice of a text)."""
         plan = self.pattern._finditer_plans.get(branches)
         return (plan or self.pattern.finditer_plan(branches))(text)
 
@@ -702,6 +825,32 @@ class ScannedPattern:
 
     def __repr__(self) -> str:
         return f"ScannedPattern({self.pattern!r}, bits {self._offset}..)"
+
+
+class ScannedUnion:
+    """Several patterns bound to one `LiteralScanner`, asked at once whether any may match a text:
+    one mask test where asking each pattern is a call apiece. A rule with many patterns, of which
+    most texts give none a candidate branch, is skipped on that answer."""
+
+    __slots__ = ("_always", "_bits", "scanner")
+
+    def __init__(self, patterns: Sequence[ScannedPattern]) -> None:
+        scanners = {id(p.scanner) for p in patterns}
+        if len(scanners) > 1:
+            raise ValueError("patterns of one scanner only")
+        self.scanner = patterns[0].scanner if patterns else None
+        self._bits = 0
+        for pattern in patterns:
+            self._bits |= pattern.scan_bits
+        # A branch run whatever the scan finds (no literal, or tied to others by a group reference).
+        self._always = any(pattern._always or pattern.pattern._always for pattern in patterns)
+
+    def may_match(self, scan: Scan | None) -> bool:
+        """False only when no pattern has a candidate branch under `scan` (so none can match the
+        scanned text or any part of it); True without a scan of this scanner."""
+        if scan is None or scan.scanner is not self.scanner:
+            return True
+        return self._always or bool(scan.mask & self._bits)
 
 
 class SliceGate:
@@ -746,6 +895,26 @@ class SliceGate:
             if regexes[low.bit_length() - 1].search(text) is not None:  # type: ignore[union-attr]
                 return True
         return False
+
+    def branches(self, text: str, scan: Scan | None) -> int | None:
+        """The branches that may match some slice of `text` (bit i: branch i; 0: none can): the
+        candidates under `scan` (the scan of `text`) that cannot be relaxed or whose relaxed form
+        occurs in `text`. None without a scan of the pattern's scanner. A rule checking a reply
+        part by part runs only these in every part (`ScannedPattern.finditer_branches`), having
+        searched the whole reply once per branch rather than each part."""
+        pattern = self._pattern
+        if scan is None or scan.scanner is not pattern.scanner:
+            return None
+        branches = ((scan.mask >> pattern._offset) & pattern._width) | pattern._always
+        found = branches & self._kept
+        unknown = branches & ~self._kept
+        regexes = self._regexes
+        while unknown:
+            low = unknown & -unknown
+            unknown ^= low
+            if regexes[low.bit_length() - 1].search(text) is not None:  # type: ignore[union-attr]
+                found |= low
+        return found
 
 
 class ScannedSearch:

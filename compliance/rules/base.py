@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from compliance.codes import ComplianceCode, is_hard
-from compliance.figures import ExtractedFigure, extract_figures
+from compliance.figures import ExtractedFigure, extract_figures, money_amounts
 from compliance.knowledge import KnowledgeBase
 from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, ScannedPattern
 from compliance.models import RuleHit, UtteranceContext
@@ -103,6 +103,10 @@ class Analysis:
         return sentences(self.advisor)
 
     @cached_property
+    def customer_sentences(self) -> list[str]:
+        return sentences(self.customer)
+
+    @cached_property
     def unquoted_sentences(self) -> list[str]:
         if self.advisor_unquoted == self.advisor:  # nothing quoted (the usual case): split once
             return self.advisor_sentences
@@ -151,6 +155,16 @@ class Analysis:
     @cached_property
     def advisor_figures(self) -> list[ExtractedFigure]:
         return extract_figures(self.advisor_unquoted)
+
+    @cached_property
+    def customer_amounts(self) -> list[float]:
+        """The amounts of money the customer named (those of `customer_figures`, found alone)."""
+        return money_amounts(self.customer)
+
+    @cached_property
+    def advisor_amounts(self) -> list[float]:
+        """The amounts of money in the unquoted reply (those of `advisor_figures`, found alone)."""
+        return money_amounts(self.advisor_unquoted)
 
     @cached_property
     def has_digits_or_fractions(self) -> bool:

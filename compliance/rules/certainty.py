@@ -10,7 +10,7 @@ import re
 
 from compliance.codes import ComplianceCode
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, SliceGate
+from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, ScannedUnion, SliceGate
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, kb_source
 
@@ -31,6 +31,8 @@ class _PatternRule(BaseRule):
         # Each pattern's relaxed form, searched once over the unquoted reply: where it finds
         # nothing, no clause can match and the reply need not be split into clauses at all.
         self._gates = [SliceGate(regex) for _, regex, _ in self._compiled]
+        # All of them at once: most replies give none a candidate branch.
+        self._any = ScannedUnion([regex for _, regex, _ in self._compiled])
         guard = next(p.regex for p in kb.patterns("permitted", self.code) if p.id == self.guard_id)
         self._guard = scanner.bind(guard)
         # A clause that names a scam tactic ("promises of guaranteed returns are a red flag")
@@ -42,6 +44,8 @@ class _PatternRule(BaseRule):
         # advisor's own words as a whole; only the clauses its matches touch are then checked,
         # clause by clause and in order.
         scan, unquoted = a.unquoted_scan, a.advisor_unquoted
+        if not self._any.may_match(scan):
+            return []
         candidates = [
             entry
             for entry, gate in zip(self._compiled, self._gates, strict=True)

@@ -23,7 +23,7 @@ class DbWarningRule(BaseRule):
 
     def warned(self, a: Analysis) -> bool:
         scan = a.advisor_scan
-        if self._direct.search(a.advisor, scan):
+        if self._direct.found(a.advisor, scan):
             return True
         # The loss and the guarantee in one sentence, or the loss just after the sentence naming the
         # guarantee ("A GAR is a guaranteed annuity rate... If you transferred, you'd lose it.").

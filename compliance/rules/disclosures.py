@@ -7,7 +7,6 @@ from compliance.knowledge import KnowledgeBase
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, kb_source
 from compliance.rules.topics import Topics
-from compliance.text import sentences
 
 # How far before a mention of Pension Wise words discouraging it are looked for.
 _DISMISS_WINDOW = 30
@@ -45,7 +44,7 @@ class RiskDisclosureRule(BaseRule):
         scan = a.customer_scan
         if not self._options.may_match(scan, a.customer):
             return False
-        for sentence in sentences(a.customer):
+        for sentence in a.customer_sentences:
             if self._not_option.search(sentence, scan):
                 continue
             for match in self._options.finditer(sentence, scan):
@@ -60,10 +59,10 @@ class RiskDisclosureRule(BaseRule):
         return (
             (
                 "?" in a.customer
-                or self._process.search(a.customer, scan) is not None
-                or self._request.search(a.customer, scan) is not None
+                or self._process.found(a.customer, scan)
+                or self._request.found(a.customer, scan)
             )
-            and self._scam_addressed.search(a.advisor, a.advisor_scan) is None
+            and not self._scam_addressed.found(a.advisor, a.advisor_scan)
             and not (
                 a.advisor_sentences and self._denied_answer.search(a.advisor_sentences[0], a.advisor_scan)
             )
@@ -78,19 +77,19 @@ class RiskDisclosureRule(BaseRule):
             # Blanking makes new neighbours: a changed text is scanned afresh.
             if blanked != text:
                 text, scan = blanked, a.scan(blanked)
-        return self._risk.search(text, scan) is not None
+        return self._risk.found(text, scan)
 
     def check(self, a: Analysis) -> list[RuleHit]:
         # A reply that names a risk passes whatever it describes: look for that first (one search),
         # and for an option term anywhere, before walking the sentences.
         if self._names_a_risk(a):
             return []
-        if self._scam_named.search(a.advisor, a.advisor_scan) and self._topics.scam_flags(a):
+        if self._scam_named.found(a.advisor, a.advisor_scan) and self._topics.scam_flags(a):
             # A reply calling out a scam in answer to a red flag ("that sounds like a scam... they
             # tell you to move your money today") describes the scam, not options to take.
             return []
         scan = a.unquoted_scan
-        if self._options.search(a.advisor_unquoted, scan) is None and not self._asks_about_option(a):
+        if not self._options.found(a.advisor_unquoted, scan) and not self._asks_about_option(a):
             return []
         described = None
         for sentence in a.unquoted_sentences:
@@ -140,13 +139,13 @@ class PensionWiseNudgeRule(BaseRule):
         # The nudge is owed once per journey: one given earlier in the conversation counts, and so
         # does guidance the customer says they have already had. (Tested first: literal searches,
         # where deciding that access is discussed takes several.)
-        if self._pension_wise.search(a.advisor, a.advisor_scan) and (
+        if self._pension_wise.found(a.advisor, a.advisor_scan) and (
             not self._dismissed.may_match(a.advisor_scan, a.advisor) or self._nudges(a)
         ):
             return []
         if self._pension_wise.search(a.earlier_advisor, None):
             return []
-        if self._received.search(a.customer, a.customer_scan):
+        if self._received.found(a.customer, a.customer_scan):
             return []
         if not self._topics.dc_access_discussed(a):
             return []

@@ -24,7 +24,13 @@ from compliance.calculators import (
 from compliance.codes import ComplianceCode
 from compliance.figures import ExtractedFigure, extract_figures
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, ScannedPattern
+from compliance.knowledge.prefilter import (
+    FilteredPattern,
+    LiteralScanner,
+    Scan,
+    ScannedPattern,
+    ScannedUnion,
+)
 from compliance.knowledge.schema import FigureConcept
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule
@@ -210,6 +216,7 @@ class FigureCheckRule(BaseRule):
             )
             self._spa_reached.append((ages, first, last))
         self._minimum_by_age: dict[int, list[int]] = {}
+        self._spa_by_age: dict[int, frozenset[float]] = {}
         self._by_kind: dict[str, list[tuple[FigureConcept, ScannedPattern]]] = {}
         for concept in self._concepts:
             self._by_kind.setdefault(concept.kind, []).append((concept, scanner.bind(concept.regex)))
@@ -217,6 +224,13 @@ class FigureCheckRule(BaseRule):
         self._historical_cues = {
             concept.key: None if concept.historical is None else scanner.bind(concept.historical)
             for concept in self._concepts
+        }
+        # Per kind: each concept's pattern with its bits in a scan of this scanner, and whether it
+        # has a branch that runs whatever the scan finds (as `ScannedPattern.may_match` reads them).
+        self._scanner = scanner
+        self._kind_bits = {
+            kind: [(pair, pair[1].scan_bits, pair[1].runs_always) for pair in pairs]
+            for kind, pairs in self._by_kind.items()
         }
         self._kind_gates = {
             kind: scanner.bind(
@@ -268,18 +282,31 @@ class FigureCheckRule(BaseRule):
             found = a.memo[key] = {v for name, v in a.ctx.facts.items() if selector.search(name)}
         return found  # type: ignore[return-value]
 
-    def _money_mentions(self, a: Analysis) -> list[float]:
-        return [f.value for f in (*a.customer_figures, *a.advisor_figures) if f.kind == "money"]
-
     def _known_amounts(self, a: Analysis) -> set[float]:
         """Amounts that are right to restate in any derived claim: the customer's pots and their
-        totals, and amounts the customer said (calculator results are added per concept)."""
-        profile = a.ctx.customer
-        values = {p.value_gbp for p in profile.pots}
-        values |= {profile.total_gbp, sum(p.value_gbp for p in profile.pots if p.type == "DC")}
-        values |= {sum(p.value_gbp for p in profile.pots if p.type == "DB")}
-        values |= {f.value for f in a.customer_figures if f.kind == "money"}
-        return values
+        totals, and amounts the customer said (calculator results are added per concept).
+        Worked out once per utterance (several figures ask): callers combine it, never change it."""
+        key = ("known_amounts", self)
+        values = a.memo.get(key)
+        if values is None:
+            profile = a.ctx.customer
+            values = {p.value_gbp for p in profile.pots}
+            values |= {profile.total_gbp, sum(p.value_gbp for p in profile.pots if p.type == "DC")}
+            values |= {sum(p.value_gbp for p in profile.pots if p.type == "DB")}
+            values |= set(a.customer_amounts)
+            a.memo[key] = values
+        return values  # type: ignore[return-value]
+
+    def _tax_free_bases(self, a: Analysis, tool: set[float]) -> set[float]:
+        """Amounts a tax-free share may be taken of: the known amounts, every amount named by the
+        customer or the reply, this turn's calculator results and the DC pots' total."""
+        key = ("tax_free_bases", self)
+        common = a.memo.get(key)
+        if common is None:
+            common = self._known_amounts(a) | set(a.customer_amounts) | set(a.advisor_amounts)
+            common.add(tax_free_cash(a.ctx.customer.pots, self.kb).dc_total_gbp)
+            a.memo[key] = common
+        return common | tool  # type: ignore[operator]
 
     def _derived(
         self, concept: FigureConcept, fig: ExtractedFigure, bound: _Bound, a: Analysis
@@ -290,8 +317,7 @@ class FigureCheckRule(BaseRule):
             return self._known_amounts(a) | self._tool_facts(concept, a)
         if derived == "tax_free_cash":
             tool = self._tool_facts(concept, a)
-            bases = self._known_amounts(a) | set(self._money_mentions(a)) | tool
-            bases.add(tax_free_cash(profile.pots, self.kb).dc_total_gbp)
+            bases = self._tax_free_bases(a, tool)
             values = {self._lsa} | self._known_amounts(a) | tool
             # A share above the cap is only right as an uncapped illustration ("25% of £1.4m would
             # be £350,000, but..."), never where the clause speaks of the cap or the most available.
@@ -311,7 +337,7 @@ class FigureCheckRule(BaseRule):
                 weekly |= self._historical[concept.key]
             return {v * self._weeks for v in weekly}
         if derived == "state_pension_age":
-            values = {float(y) for y in state_pension_age(profile.age, self.kb).whole_years()}
+            values = set(self._state_pension_ages(profile.age))
             scan = a.unquoted_scan
             if self._general.search(bound.clause, scan) or not self._you.search(bound.clause, scan):
                 ages = self._spa_ages if "born" in bound.sentence else self._spa_ages_now
@@ -322,6 +348,26 @@ class FigureCheckRule(BaseRule):
         if derived == "minimum_pension_age":
             return self._minimum_age_values(fig, bound, a)
         return set()
+
+    def _state_pension_ages(self, age: int) -> frozenset[float]:
+        """Whole-year State Pension ages possible for a customer of this age (cached: the rule is
+        pure, and the knowledge base and its reference date are fixed for this rule)."""
+        ages = self._spa_by_age.get(age)
+        if ages is None:
+            ages = self._spa_by_age[age] = frozenset(
+                float(y) for y in state_pension_age(age, self.kb).whole_years()
+            )
+        return ages
+
+    @staticmethod
+    def _figures(text: str, a: Analysis) -> list[ExtractedFigure]:
+        """`extract_figures(text)`, once per text and utterance (a sentence's figures are read
+        again for the ages named with a year or a change; callers only read the list)."""
+        key = ("figures", text)
+        found = a.memo.get(key)
+        if found is None:
+            found = a.memo[key] = extract_figures(text)
+        return found  # type: ignore[return-value]
 
     def _personal_minimum(self, age: int) -> list[int]:
         """Minimum pension ages possible for a customer of this age (cached: the rule is pure)."""
@@ -349,7 +395,7 @@ class FigureCheckRule(BaseRule):
             # "You can access it from 55, rising to 57 from 6 April 2028": the sentence states the
             # rule and its change, so today's age is right even for someone who will wait till 57.
             # So does "it will have risen from 55 to 57" (the old end of the change).
-            if (self._general.search(bound.sentence, scan) and self._names_later_age(bound.sentence)) or (
+            if (self._general.search(bound.sentence, scan) and self._names_later_age(bound.sentence, a)) or (
                 fig.lead == "from" and _TRANSITION_AFTER.match(bound.sentence[fig.end :])
             ):
                 return personal | {self._nmpa_now, self._nmpa_later}
@@ -357,9 +403,9 @@ class FigureCheckRule(BaseRule):
         # "At 60 you can take it": any age at or above the customer's minimum is right.
         return {fig.value} if fig.value >= min(personal) else personal
 
-    def _names_later_age(self, sentence: str) -> bool:
+    def _names_later_age(self, sentence: str, a: Analysis) -> bool:
         later = f"{self._nmpa_later:g}"
-        return any(f.kind == "age" and f"{f.value:g}" == later for f in extract_figures(sentence))
+        return any(f.kind == "age" and f"{f.value:g}" == later for f in self._figures(sentence, a))
 
     def _accepted(
         self, bound: _Bound, fig: ExtractedFigure, a: Analysis
@@ -435,7 +481,7 @@ class FigureCheckRule(BaseRule):
         return f"The customer's pension is not {side} {fig.text.strip()} (their pensions: {values})."
 
     def _spa_pair_error(
-        self, fig: ExtractedFigure, sentence: str, bound: list[_Bound], memo: dict
+        self, fig: ExtractedFigure, sentence: str, bound: list[_Bound], memo: dict, a: Analysis
     ) -> str | None:
         """A State Pension age year must fit the age named with it in its clause ("rising to 68
         from 2028" is wrong: 68 is reached from 2044). None when it fits or no age is named."""
@@ -444,7 +490,7 @@ class FigureCheckRule(BaseRule):
         clause = _clause_around(sentence, fig.start, self._breaks(sentence, memo))
         if "born" in clause:
             return None  # a birth year ("born on or after 6 April 1978"), not when the age is reached
-        ages = [f.value for f in extract_figures(clause) if f.kind == "age"]
+        ages = [f.value for f in self._figures(clause, a) if f.kind == "age"]
         if not ages:
             return None
         for age in ages:
@@ -491,11 +537,15 @@ class FigureCheckRule(BaseRule):
         found = memo.get(key)
         if found is None:
             gate = self._kind_gates.get(kind)
-            found = memo[key] = (
-                [pair for pair in self._by_kind[kind] if pair[1].may_match(scan)]
-                if gate is not None and gate.may_match(scan)
-                else []
-            )
+            if gate is None or not gate.may_match(scan):
+                found = []
+            elif scan.scanner is self._scanner:
+                # `may_match(scan)` of each concept's pattern as one mask test apiece (read once).
+                mask = scan.mask
+                found = [pair for pair, bits, always in self._kind_bits[kind] if always or mask & bits]
+            else:
+                found = [pair for pair in self._by_kind[kind] if pair[1].may_match(scan)]
+            memo[key] = found
         return found
 
     def _concepts_in(
@@ -554,7 +604,7 @@ class FigureCheckRule(BaseRule):
         memo: dict = {}
         scan = a.unquoted_scan
         for index, sentence in enumerate(a.unquoted_sentences):
-            for fig in extract_figures(sentence):
+            for fig in self._figures(sentence, a):
                 if self._negated.search(sentence[max(0, fig.start - _NEGATION_WINDOW) : fig.start], scan):
                     continue
                 if fig.kind == "age" and self._own_age(fig, sentence, a):
@@ -592,7 +642,7 @@ class FigureCheckRule(BaseRule):
                         break
                     expected |= statutory | derived
                 if right and fig.kind == "year":
-                    wrong_pair = self._spa_pair_error(fig, sentence, bound, memo)
+                    wrong_pair = self._spa_pair_error(fig, sentence, bound, memo, a)
                     if wrong_pair:
                         hits.append(self.hit(wrong_pair, sentence))
                     continue
@@ -618,13 +668,16 @@ class FalseClaimRule(BaseRule):
         self._claims = [
             (c, scanner.bind(c.regex), re.compile(c.unless) if c.unless else None) for c in kb.false_claims
         ]
+        self._any = ScannedUnion([regex for _, regex, _ in self._claims])
 
     def check(self, a: Analysis) -> list[RuleHit]:
         # Each claim runs only if its literals occur in the reply: most replies make none.
         hits: list[RuleHit] = []
         text, scan = a.advisor_unquoted, a.unquoted_scan
+        if not self._any.may_match(scan):
+            return hits
         for claim, regex, unless in self._claims:
-            if regex.search(text, scan) is None:
+            if not regex.found(text, scan):
                 continue
             for sentence in a.unquoted_sentences:
                 if regex.search(sentence, scan) and not (unless and unless.search(sentence)):
@@ -705,7 +758,7 @@ class UnfundedTransferClaimRule(BaseRule):
         # The unfunded scheme is the customer's (by its name on the pot, or named in the talk).
         public = any(p.type == "DB" and self._scheme.search(p.provider.lower(), None) for p in profile.pots)
         if not public and not (
-            self._scheme.search(a.customer, a.customer_scan) or self._scheme.search(a.advisor_unquoted, scan)
+            self._scheme.found(a.customer, a.customer_scan) or self._scheme.found(a.advisor_unquoted, scan)
         ):
             return []
         for sentence in a.unquoted_sentences:

@@ -8,7 +8,7 @@ import re
 
 from compliance.codes import ComplianceCode
 from compliance.knowledge import KnowledgeBase
-from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, SliceGate
+from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan, ScannedUnion, SliceGate
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule, kb_source
 from compliance.text import Clause
@@ -34,6 +34,8 @@ class PersonalRecommendationRule(BaseRule):
             gate = SliceGate(regex)
             whole = FilteredPattern.of(p.pattern, re.MULTILINE)
             self._patterns.append((p.id, p.description, regex, unless, whole, gate))
+        # All of them at once: most replies give none a candidate branch.
+        self._any = ScannedUnion([p[2] for p in self._patterns])
         guards = {p.id: p.regex for p in kb.patterns("permitted", self.code)}
         self._declines = scanner.bind(guards["pr.declines"])
         self._indirect = scanner.bind(guards["pr.indirect_question"])
@@ -46,17 +48,24 @@ class PersonalRecommendationRule(BaseRule):
         # clauses; within a clause, the exception (`unless`) is only looked for once the pattern
         # has matched there.
         scan, unquoted = a.unquoted_scan, a.advisor_unquoted
-        candidates = [p for p in self._patterns if p[5].may_match(unquoted, scan)]
+        if not self._any.may_match(scan):
+            return []
+        # Each pattern with the branches that may match some part of the reply (its gate searched
+        # the whole reply once per branch): only those run in each clause.
+        candidates = []
+        for pattern in self._patterns:
+            branches = pattern[5].branches(unquoted, scan)
+            if branches is None:  # no scan of this engine's scanner: the gate alone
+                if pattern[5].may_match(unquoted, scan):
+                    candidates.append((pattern, None))
+            elif branches:
+                candidates.append((pattern, branches))
         if not candidates:
             return []
         hits: list[RuleHit] = []
         clauses = a.own_clauses
-        # In a numbered list of options each item opens with a verb: none of them is an instruction.
-        listed = self._option_list.search(a.advisor_unquoted, scan) is not None
-        for pattern_id, description, regex, unless, whole, _gate in candidates:
+        for (pattern_id, description, regex, unless, whole, _gate), branches in candidates:
             imperative = pattern_id == "pr.imperative"
-            if imperative and listed:
-                continue
             # A gated pattern is checked clause by clause (running only its branches whose literals
             # occur); one with no literal to gate on is searched once over the whole text (one
             # clause a line, so "^" still means a clause start) and only the clauses it touches
@@ -64,11 +73,20 @@ class PersonalRecommendationRule(BaseRule):
             indices = a.clauses_touched(whole) if whole.ungated else range(len(clauses))
             for index in indices:
                 text = clauses[index].text
-                steering = [m for m in regex.finditer(text, scan) if not self._cleared(text, m, scan)]
+                matches = (
+                    regex.finditer(text, scan)
+                    if branches is None
+                    else regex.finditer_branches(text, branches)
+                )
+                steering = [m for m in matches if not self._cleared(text, m, scan)]
                 if steering and imperative and self._permission_carried(a, clauses[index]):
                     continue
                 if steering and (unless is None or unless.search(text, scan) is None):
-                    hits.append(self.hit(f"{description} ({pattern_id})", text))
+                    # In a numbered list of options each item opens with a verb: none of them is
+                    # an instruction. (Looked for only once an imperative would be reported: the
+                    # list search runs over the whole reply, and most replies have no imperative.)
+                    if not (imperative and self._option_list.search(unquoted, scan) is not None):
+                        hits.append(self.hit(f"{description} ({pattern_id})", text))
                     break
         return hits
 

@@ -20,7 +20,7 @@ class ScamRedFlagRule(BaseRule):
 
     def check(self, a: Analysis) -> list[RuleHit]:
         flags = self._topics.scam_flags(a)
-        if not flags or self._addressed.search(a.advisor, a.advisor_scan):
+        if not flags or self._addressed.found(a.advisor, a.advisor_scan):
             return []
         names = ", ".join(flag.description.rstrip(".").lower() for flag in flags)
         return [self.hit(f"Scam red flags not addressed: {names}.", a.ctx.customer_utterance)]

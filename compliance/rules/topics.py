@@ -14,7 +14,6 @@ from compliance.knowledge.prefilter import FilteredPattern, LiteralScanner, Scan
 from compliance.knowledge.schema import ScamRedFlag
 from compliance.models import CustomerProfile, Pot
 from compliance.rules.base import Analysis
-from compliance.text import sentences
 
 # Words in scheme names that say nothing about which scheme is meant.
 _GENERIC_PROVIDER_WORDS = frozenset(
@@ -94,7 +93,7 @@ class Topics:
     def mentions_db(self, text: str, profile: CustomerProfile, scan: Scan | None = None) -> bool:
         """`text` names a safeguarded pension (by a DB or guarantee term or the scheme's name);
         `scan`: a scan covering it."""
-        if self._db_terms.search(text, scan):
+        if self._db_terms.found(text, scan):
             return True
         for pot in profile.pots:
             if is_safeguarded(pot):
@@ -175,7 +174,7 @@ class Topics:
         """The customer's sentences without what they report others saying."""
         kept = []
         scan = a.customer_scan
-        for sentence in sentences(a.customer):
+        for sentence in a.customer_sentences:
             match = self._customer_reported.search(sentence, scan)
             kept.append(sentence if match is None else sentence[: match.start()])
         return " ".join(part for part in kept if part.strip())
@@ -200,11 +199,11 @@ class Topics:
         # Their own words are their text with reported speech cut out: the customer's scan covers
         # them only when nothing was cut (joining what is left makes new neighbours).
         scan = a.customer_scan if own == a.customer else a.scan(own)
-        if self._access.search(own, scan) is None:
+        if not self._access.found(own, scan):
             return False
-        if self._first_person.search(own, scan) is None and self._access_process.search(own, scan) is None:
+        if not self._first_person.found(own, scan) and not self._access_process.found(own, scan):
             return False
-        if self._contribution_question.search(own, scan):
+        if self._contribution_question.found(own, scan):
             return False
         return not self.scam_flags(a)
 
@@ -213,10 +212,10 @@ class Topics:
         cached = a.memo.get(("scam_flags", self))
         if cached is None:
             customer, scan = a.customer, a.customer_scan
-            if self._any_flag.search(customer, scan) is None:
+            if not self._any_flag.found(customer, scan):
                 cached = a.memo[("scam_flags", self)] = []
             else:
-                third_party = self._third_party.search(customer, scan) is not None
+                third_party = self._third_party.found(customer, scan)
                 # Access "now" offered to someone already at their minimum pension age is no red
                 # flag: they can take it.
                 of_age = a.ctx.customer.age >= self.minimum_pension_age(a.ctx.customer.age)

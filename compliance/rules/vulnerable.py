@@ -31,11 +31,11 @@ class JargonRule(BaseRule):
         if not self._topics.needs_plain_language(a):
             return []
         text, scan = a.advisor_unquoted, a.unquoted_scan
-        if not self._any.search(text, scan):
+        if not self._any.found(text, scan):
             return []
         unexplained = []
         for term, regex in self._terms:
-            if regex.search(a.customer, a.customer_scan):
+            if regex.found(a.customer, a.customer_scan):
                 continue  # the customer used the term: answering in it is fair
             for match in regex.finditer(text, scan):
                 after = text[match.end() : match.end() + _EXPLAIN_AFTER]
@@ -67,7 +67,7 @@ class PressureRule(BaseRule):
         if not self._topics.needs_plain_language(a):
             return []
         scan = a.unquoted_scan
-        if not self._pressure.search(a.own_text, scan):
+        if not self._pressure.found(a.own_text, scan):
             return []
         for clause in a.own_clauses:
             match = self._pressure.search(clause.text, scan)

@@ -6,12 +6,14 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compliance.knowledge.prefilter import (
     FilteredPattern,
     LiteralScanner,
+    ScannedUnion,
     SliceGate,
     distribute,
     fast_form,
@@ -344,3 +346,113 @@ def test_a_slice_gate_agrees_on_any_text_and_slice(words: list[str], start: int,
     text, part = "".join(words), "".join(words[start:stop])
     if pattern.full.search(part):
         assert gate.may_match(text, scanner.scan(text)), (text, part)
+
+
+_TAIL_WORDS = st.sampled_from(
+    ["the ", "government", "government's ", "pension", " guidance", "pension wise", "free ", "x", " ", "."]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TAIL_WORDS, min_size=0, max_size=12), st.integers(0, 12), st.integers(0, 12))
+def test_a_branch_dropped_for_its_missing_tail_changes_no_match(
+    words: list[str], start: int, stop: int
+) -> None:
+    # "\b(?:the )?government..." cannot skip ahead (it is tried at every position) and is a
+    # candidate wherever "pension" occurs; its tail "government..." is searched first, and the
+    # branch dropped where that is missing. Search and finditer still find what the full
+    # alternation finds, in the scanned text and in any part of it.
+    scanner = LiteralScanner()
+    pattern = FilteredPattern(
+        [
+            r"\bpension ?wise\b",
+            r"\b(?:the )?government'?s? (?:free )*pensions? guidance\b",
+            r"(?:(?:so|just)\W+)*(?:x|free) pension\b",
+        ]
+    )
+    assert pattern._tailed == 0b110  # the two branches that do not skip ahead have tails
+    scanned = scanner.bind(pattern)
+    text, part = "".join(words), "".join(words[start:stop])
+    scan = scanner.scan(text)
+    for piece in (text, part):
+        got, want = scanned.search(piece, scan), pattern.full.search(piece)
+        assert (got and got.span()) == (want and want.span())
+        assert _spans(scanned.finditer(piece, scan)) == _spans(pattern.full.finditer(piece))
+
+
+def test_a_union_rules_out_a_text_only_when_every_pattern_has_no_candidate() -> None:
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    groups = [bound[i : i + 7] for i in range(0, len(bound), 7)]
+    unions = [ScannedUnion(group) for group in groups]
+    ruled_out = 0
+    for text, parts in _dev_texts()[::2]:
+        scan = scanner.scan(text)
+        for group, union in zip(groups, unions, strict=True):
+            assert union.may_match(scan) == any(p.may_match(scan) for p in group)
+            if not union.may_match(scan):
+                ruled_out += 1
+                assert not any(p.pattern.full.search(part) for p in group for part in parts)
+    assert ruled_out > 50
+    # A branch with no literal (or tied by a group reference) runs whatever the scan: never ruled out.
+    always = ScannedUnion([scanner.bind(FilteredPattern([r"\bzzz\b", r"\b\w\b"]))])
+    assert always.may_match(scanner.scan("nothing scanned here"))
+    tied = ScannedUnion([scanner.bind(FilteredPattern.of(r"(?P<w>qqq)|xxx (?P=w)"))])
+    assert tied.may_match(scanner.scan("no literal"))
+
+
+def test_a_union_without_a_scan_of_its_scanner_rules_nothing_out() -> None:
+    mine, other = LiteralScanner(), LiteralScanner()
+    union = ScannedUnion([mine.bind(FilteredPattern([r"\bshould i\b"]))])
+    other.bind(FilteredPattern([r"\bunrelated\b"]))
+    assert union.may_match(None) and union.may_match(other.scan("unrelated"))
+    assert not union.may_match(mine.scan("nothing here"))
+    with pytest.raises(ValueError, match="one scanner"):
+        ScannedUnion([mine.bind(FilteredPattern(["abc"])), other.bind(FilteredPattern(["def"]))])
+
+
+def test_the_branches_a_slice_gate_keeps_find_what_the_full_pattern_finds_in_every_part() -> None:
+    # The gate searches the whole text once per candidate branch; running only the branches it
+    # keeps in any part of the text (a sentence, a clause) finds what the whole alternation finds.
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    gates = [SliceGate(scanned) for scanned in bound]
+    narrowed = 0
+    for text, parts in _dev_texts()[::2]:
+        scan = scanner.scan(text)
+        for scanned, gate in zip(bound, gates, strict=True):
+            kept = gate.branches(text, scan)
+            assert kept is not None
+            assert bool(kept) == gate.may_match(text, scan)
+            narrowed += kept != scanned.branches(scan)
+            full = scanned.pattern.full
+            for part in parts:
+                assert _spans(scanned.finditer_branches(part, kept)) == _spans(full.finditer(part))
+    assert narrowed > 100
+    # Without a scan of its scanner the gate keeps nothing it could vouch for.
+    assert gates[0].branches("any text", None) is None
+
+
+def test_found_says_whether_search_finds_a_match_in_every_part() -> None:
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    found = 0
+    for text, parts in _dev_texts()[::2]:
+        scan = scanner.scan(text)
+        for scanned in bound:
+            full = scanned.pattern.full
+            for part in parts:
+                want = full.search(part) is not None
+                assert scanned.found(part, scan) == want, (scanned.pattern.pattern[:60], part)
+                found += want
+            assert scanned.found(text, None) == (full.search(text) is not None)
+    assert found > 1000
+
+
+def test_scan_bits_tell_what_may_match_tells() -> None:
+    scanner = LiteralScanner()
+    bound = [scanner.bind(p) for p in _kb_patterns()]
+    for text, _parts in _dev_texts()[::6]:
+        scan = scanner.scan(text)
+        for scanned in bound:
+            assert scanned.may_match(scan) == (scanned.runs_always or bool(scan.mask & scanned.scan_bits))
