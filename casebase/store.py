@@ -157,6 +157,10 @@ class VectorCollection(Generic[RecordT]):
         if self._held is not None:
             raise RuntimeError(f"collection '{self.name}' is already holding its writes")
         self._held = {}
+        if not self._seen_records:
+            # Whether the store holds anything is read once for the block, not at every query
+            # (counting costs Chroma about as much as a query; see `query`).
+            self._seen_records = self._collection.count() > 0
         try:
             yield
         finally:
@@ -283,9 +287,7 @@ class VectorCollection(Generic[RecordT]):
         assert self._held is not None
         held = self._held
         stored: list[tuple[RecordT, float]] = []
-        if not self._seen_records:
-            self._seen_records = self._collection.count() > 0  # see `query`
-        if self._seen_records:
+        if self._seen_records:  # an empty store was seen empty when the block began
             found = self._collection.query(
                 query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1),
                 n_results=k + len(held),
