@@ -199,3 +199,33 @@ def test_saying_advice_is_not_needed_under_the_threshold_is_right() -> None:
     reply = "At £25,000 the law doesn't need you to take advice, though you'd give up a guaranteed income."
     context = ctx("Do I need a financial adviser to transfer my pension?", reply, pots=pots)
     assert hits(ADVICE, context) == []
+
+
+# --- Blind batch D: cashing in a small DB pension; the loss told as "gone" -------------------------
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "The council pension wrote saying I can take my small pension as a one-off lump sum instead.",
+        "Can I commute my pension into a single payment?",
+        "They've offered trivial commutation on my old scheme.",
+    ],
+)
+def test_cashing_in_a_small_db_pension_needs_the_warning(customer: str) -> None:
+    pots = [("DB", 18000, "Local Government Pension Scheme")]
+    bland = "That's called trivial commutation: 25% is tax-free and the rest is taxed as income."
+    assert hits(WARNING, ctx(customer, bland, pots=pots))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The scheme gives you an income for life that's guaranteed. Transfer, and that's gone for good.",
+        "Once it's paid, the guaranteed income for life and any yearly increases are gone.",
+        "Your guaranteed pension would be swapped for a pot that can fall in value.",
+        "If you cash it in you'll no longer have the guaranteed income for life.",
+    ],
+)
+def test_the_loss_told_in_other_words_is_a_warning(reply: str) -> None:
+    assert hits(WARNING, ctx("Should I transfer my final salary pension?", reply, pots=DB_ONLY)) == []
