@@ -67,6 +67,15 @@ class PersonalRecommendationRule(BaseRule):
                 steering = [m for m in regex.finditer(text, scan) if not self._cleared(text, m, scan)]
                 if steering and imperative and self._permission_carried(a, clauses[index]):
                     continue
+                if steering and imperative:
+                    # "You could take it as one payment, take it bit by bit, or...": an item of a
+                    # list opened by a permission in the same clause is still an option.
+                    steering = [
+                        m
+                        for m in steering
+                        if not m.group().startswith(", ")
+                        or self._modal_carried.search(text[: m.start() + 2], scan) is None
+                    ]
                 if steering and (unless is None or unless.search(text, scan) is None):
                     hits.append(self.hit(f"{description} ({pattern_id})", text))
                     break
