@@ -39,6 +39,8 @@ class PersonalRecommendationRule(BaseRule):
         self._indirect = scanner.bind(guards["pr.indirect_question"])
         self._option_list = scanner.bind(kb.lexicon("option_list").regex)
         self._modal_carried = scanner.bind(kb.lexicon("modal_carried").regex)
+        self._emphatic = scanner.bind(kb.lexicon("emphatic_verdict_opening").regex)
+        self._asks = scanner.bind(kb.lexicon("asks_for_recommendation").regex)
 
     def check(self, a: Analysis) -> list[RuleHit]:
         # A pattern is only tried if its relaxed form matches the unquoted reply (which holds every
@@ -46,6 +48,10 @@ class PersonalRecommendationRule(BaseRule):
         # clauses; within a clause, the exception (`unless`) is only looked for once the pattern
         # has matched there.
         scan, unquoted = a.unquoted_scan, a.advisor_unquoted
+        # "Is it worth staying in?" - "Definitely!": the opening yes is the verdict on their choice.
+        opening = a.unquoted_sentences[0] if a.unquoted_sentences else ""
+        if self._emphatic.search(opening, scan) and self._asks.search(a.customer, a.customer_scan):
+            return [self.hit("An emphatic yes to a customer asking whether to make a decision.", opening)]
         candidates = [p for p in self._patterns if p[5].may_match(unquoted, scan)]
         if not candidates:
             return []

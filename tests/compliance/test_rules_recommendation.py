@@ -267,3 +267,32 @@ def test_blind_d_recommendation_counter_examples_pass(reply: str) -> None:
 
 def test_an_instruction_after_a_listed_option_without_a_permission_is_still_flagged() -> None:
     assert hits(RULE, ctx("?", "Leave the pot alone for now, take the tax-free cash and buy an annuity."))
+
+
+@pytest.mark.parametrize(
+    ("customer", "reply"),
+    [
+        (
+            "Is it worth staying in my workplace pension?",
+            "Definitely - you'll get back more than you put in.",
+        ),
+        ("Should I take the annuity quote?", "Yes, absolutely. It's your choice, of course."),
+        ("Would it be sensible to cash in my small pot?", "Without a doubt. A quarter is tax-free."),
+    ],
+)
+def test_an_emphatic_yes_to_a_request_for_a_verdict_is_a_recommendation(customer: str, reply: str) -> None:
+    assert hits(RULE, ctx(customer, reply))
+
+
+@pytest.mark.parametrize(
+    ("customer", "reply"),
+    [
+        # A factual question answered emphatically.
+        ("Can I take 25% tax-free?", "Definitely - a quarter is usually tax-free."),
+        # A plain yes, or an emphatic word that is not a verdict.
+        ("Is it worth checking my statement?", "Definitely worth asking your provider for a statement."),
+        ("Should I take the annuity quote?", "Yes - here's how it compares with drawdown."),
+    ],
+)
+def test_emphatic_words_that_are_no_verdict_pass(customer: str, reply: str) -> None:
+    assert hits(RULE, ctx(customer, reply)) == []
