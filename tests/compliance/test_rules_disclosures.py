@@ -289,3 +289,9 @@ def test_pension_wise_said_to_charge_is_no_nudge() -> None:
     assert hits(NUDGE, ctx(customer, charged, age=58))
     free = "Yes - Pension Wise can; it's free, and fees only apply if you later pay for advice."
     assert hits(NUDGE, ctx(customer, free, age=58)) == []
+
+
+def test_drawing_money_out_of_the_pot_is_access() -> None:
+    customer = "I'm thinking of drawing some money out of my pot next month."
+    reply = "A quarter is tax-free, the rest is taxed, and what stays invested can fall."
+    assert hits(NUDGE, ctx(customer, reply, age=62))

@@ -555,3 +555,43 @@ def test_blind_d_false_claims(reply: str) -> None:
 )
 def test_blind_d_true_statements_are_not_false_claims(reply: str) -> None:
     assert hits(CLAIMS, ctx("?", reply)) == []
+
+
+def test_the_tapered_annual_allowance_is_checked_figure_by_figure() -> None:
+    asked = "Does the tapered annual allowance affect me?"
+    right = (
+        "If your threshold income is over £200,000 and your adjusted income is over £260,000, your £60,000 "
+        "annual allowance is reduced by £1 for every £2 of adjusted income above £260,000, down to a minimum "
+        "of £10,000. With adjusted income around £300,000, that would be a reduction of about £20,000."
+    )
+    assert hits(FIGURES, ctx(asked, right)) == []
+    for wrong in (
+        right.replace("over £260,000", "over £240,000"),
+        right.replace("£1 for every £2", "£1 for every £3"),
+        right.replace("minimum of £10,000", "minimum of £4,000"),
+    ):
+        assert hits(FIGURES, ctx(asked, wrong)), wrong
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "No, the State Pension is tax-free.",
+        "The State Pension isn't taxed, so you keep it all.",
+        "If you die after 75 your children can take the whole pot tax-free.",
+        "It's all tax-free for your beneficiaries, even if you die after 75.",
+    ],
+)
+def test_probe_false_claims_on_tax(reply: str) -> None:
+    assert hits(CLAIMS, ctx("?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The State Pension is taxable income, though it's paid without tax deducted.",
+        "If you die before 75 it's usually tax-free for them; after 75 they pay income tax on it.",
+    ],
+)
+def test_probe_true_statements_on_tax(reply: str) -> None:
+    assert hits(CLAIMS, ctx("?", reply)) == []

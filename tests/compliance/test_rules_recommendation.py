@@ -296,3 +296,21 @@ def test_an_emphatic_yes_to_a_request_for_a_verdict_is_a_recommendation(customer
 )
 def test_emphatic_words_that_are_no_verdict_pass(customer: str, reply: str) -> None:
     assert hits(RULE, ctx(customer, reply)) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Consolidating makes the most sense in your case.",
+        "Drawdown is the better route in your situation.",
+        "Yes, I'd bring them together with Nest.",
+        "I'd combine the two smaller pots.",
+    ],
+)
+def test_verdicts_in_your_case_and_consolidating_choices(reply: str) -> None:
+    assert hits(RULE, ctx("Should I consolidate?", reply))
+
+
+def test_in_your_case_with_a_dependency_passes() -> None:
+    assert hits(RULE, ctx("?", "Which is best in your case depends on what income you need.")) == []
+    assert hits(RULE, ctx("Is it worth shopping around?", "Definitely worth comparing quotes.")) == []
