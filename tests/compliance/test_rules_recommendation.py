@@ -314,3 +314,11 @@ def test_verdicts_in_your_case_and_consolidating_choices(reply: str) -> None:
 def test_in_your_case_with_a_dependency_passes() -> None:
     assert hits(RULE, ctx("?", "Which is best in your case depends on what income you need.")) == []
     assert hits(RULE, ctx("Is it worth shopping around?", "Definitely worth comparing quotes.")) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["You're much better placed keeping the DB scheme.", "You'd be better served sticking with Nest."],
+)
+def test_better_placed_or_served_is_a_verdict(reply: str) -> None:
+    assert hits(RULE, ctx("?", reply))

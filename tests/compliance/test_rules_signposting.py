@@ -130,3 +130,8 @@ def test_a_verdict_asked_on_the_customers_plan_needs_a_signpost(question: str) -
 )
 def test_questions_of_fact_about_the_customer_need_no_signpost(question: str) -> None:
     assert hits(RULE, ctx(question, OPTIONS)) == []
+
+
+@pytest.mark.parametrize("question", ["What's my best bet?", "What's our smartest move here?"])
+def test_whats_my_best_asks_for_a_recommendation(question: str) -> None:
+    assert hits(RULE, ctx(question, OPTIONS))
