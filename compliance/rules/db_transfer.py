@@ -56,17 +56,31 @@ class DbAdviceSignpostRule(BaseRule):
         self.source = kb_source(kb, "db_advice_requirement")
         self._topics = topics
         self._threshold = kb.figure("db_advice_threshold")
+        self._denied = topics.scanner.bind(kb.lexicon("advice_requirement_denied").regex)
 
     def check(self, a: Analysis) -> list[RuleHit]:
         profile = a.ctx.customer
         if not self._topics.db_transfer_in_play(a) or not self._topics.db_over_advice_threshold(profile):
             return []
+        hits = []
+        # Telling this customer advice is not needed misstates the law, whatever else is said.
+        denial = self._denied.search(a.advisor_unquoted, a.unquoted_scan)
+        if denial is not None:
+            hits.append(
+                self.hit(
+                    f"Safeguarded benefits worth more than £{self._threshold.value:,.0f} cannot be transferred "
+                    "without regulated advice: saying advice is not needed is wrong.",
+                    denial.group(),
+                    code=ComplianceCode.FACTUAL_ERROR,
+                )
+            )
         if self._topics.signposts_advice(a):
-            return []
-        return [
+            return hits
+        hits.append(
             self.hit(
                 f"DB benefits worth more than £{self._threshold.value:,.0f} are in a transfer discussion: the "
                 "reply must say regulated advice from a pension transfer specialist is required.",
                 a.ctx.customer_utterance,
             )
-        ]
+        )
+        return hits

@@ -121,11 +121,15 @@ class PensionWiseNudgeRule(BaseRule):
         self._pension_wise = topics.scanner.bind(kb.lexicon("pension_wise").regex)
         self._dismissed = topics.scanner.bind(kb.lexicon("pension_wise_dismissed").regex)
         self._received = topics.scanner.bind(kb.lexicon("pension_wise_received").regex)
+        self._charged = topics.scanner.bind(kb.lexicon("pension_wise_charged").regex)
+        self._free = topics.scanner.bind(kb.lexicon("pension_wise_free").regex)
 
     def _nudges(self, a: Analysis) -> bool:
         """The reply mentions Pension Wise other than to discourage it ("you don't need Pension Wise")."""
         scan = a.advisor_scan
         for sentence in a.advisor_sentences:
+            if self._charged.search(sentence, scan) and not self._free.search(sentence, scan):
+                continue  # "Pension Wise can, although it charges a fee": the nudge says it is free
             for match in self._pension_wise.finditer(sentence, scan):
                 # Only words just before the mention, in its own clause, can discourage it ("you
                 # don't need Pension Wise"); "if you don't want to decide yet, Pension Wise..." nudges.
@@ -140,7 +144,11 @@ class PensionWiseNudgeRule(BaseRule):
         # does guidance the customer says they have already had. (Tested first: literal searches,
         # where deciding that access is discussed takes several.)
         if self._pension_wise.found(a.advisor, a.advisor_scan) and (
-            not self._dismissed.may_match(a.advisor_scan, a.advisor) or self._nudges(a)
+            not (
+                self._dismissed.may_match(a.advisor_scan, a.advisor)
+                or self._charged.may_match(a.advisor_scan, a.advisor)
+            )
+            or self._nudges(a)
         ):
             return []
         if self._pension_wise.search(a.earlier_advisor, None):

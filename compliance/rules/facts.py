@@ -167,10 +167,14 @@ class FigureCheckRule(BaseRule):
         self._general = lexicon("general_rule_cues")
         self._denied = lexicon("deadline_denial")
         self._timing = lexicon("birthday_timing")
+        self._timing_after = lexicon("birthday_timing_after")
         self._you = lexicon("second_person")
         self._death = lexicon("death_context")
         self._own_age_before = lexicon("own_age_reference")
         self._own_age_after = lexicon("own_age_after")
+        self._own_age_present = lexicon("own_age_present")
+        self._age_boundary = lexicon("age_boundary_words")
+        self._cap_named = lexicon("tax_free_cap_named")
         self._over = lexicon("comparative_over")
         self._under = lexicon("comparative_under")
         self._own_pot = lexicon("own_pot_reference")
@@ -320,8 +324,13 @@ class FigureCheckRule(BaseRule):
             bases = self._tax_free_bases(a, tool)
             values = {self._lsa} | self._known_amounts(a) | tool
             # A share above the cap is only right as an uncapped illustration ("25% of £1.4m would
-            # be £350,000, but..."), never where the clause speaks of the cap or the most available.
-            capped_clause = self._cap_cues.search(bound.clause, a.unquoted_scan) is not None
+            # be £350,000, but..."), never where the clause speaks of the cap or the most available,
+            # nor in a reply that never mentions the cap (then it is what the customer is told
+            # they can take).
+            capped_clause = (
+                self._cap_cues.search(bound.clause, a.unquoted_scan) is not None
+                or self._cap_named.search(a.advisor_unquoted, a.unquoted_scan) is None
+            )
             for base in bases:
                 share = base * self._fraction
                 values |= {min(share, self._lsa), base - share}
@@ -383,10 +392,22 @@ class FigureCheckRule(BaseRule):
             general = {self._nmpa_now}
             if self._general.search(bound.sentence, scan):
                 general.add(self._nmpa_later)
+            if (
+                fig.lead == "at"
+                and fig.value >= min(general | personal)
+                and not self._age_boundary.search(bound.clause, scan)
+            ):
+                # "Take it early at 60": an option at an age, not the rule's minimum (a clause
+                # naming the minimum or earliest age still states the rule).
+                return {fig.value}
             return general | personal
-        if fig.lead in _BIRTHDAY_LEADS and self._timing.search(bound.sentence[: fig.start], scan):
-            # "...rises to 57 in 2028, before you turn 55": the customer's own birthday used to
-            # place an event in time is not a claim about when they can take money.
+        if fig.lead in _BIRTHDAY_LEADS and (
+            self._timing.search(bound.sentence[: fig.start], scan)
+            or self._timing_after.search(bound.sentence[fig.end :], scan)
+        ):
+            # "...rises to 57 in 2028, before you turn 55" or "you'll turn 55 after that date": the
+            # customer's own birthday used to place an event in time is not a claim about when
+            # they can take money.
             return {fig.value}
         if fig.lead in _DEADLINE_LEADS and self._denied.search(_before_in_clause(bound, fig), scan):
             # "You can't take it before 55" is true for anyone whose minimum is 55 or later.
@@ -458,6 +479,15 @@ class FigureCheckRule(BaseRule):
         if self._own_age_before.search(sentence[max(0, fig.start - _NEGATION_WINDOW) : fig.start], scan):
             return True
         return fig.lead == "at" and self._own_age_after.search(sentence[fig.end :], scan) is not None
+
+    def _misstated_age(self, fig: ExtractedFigure, sentence: str, a: Analysis) -> bool:
+        """The age is stated as the customer's present age and is not theirs ("at 62 you're
+        already past the minimum age" said to a 59-year-old)."""
+        return (
+            fig.lead == "at"
+            and fig.value != a.ctx.customer.age
+            and self._own_age_present.search(sentence[fig.end :], a.unquoted_scan) is not None
+        )
 
     def _comparison_error(self, fig: ExtractedFigure, sentence: str, a: Analysis, memo: dict) -> str | None:
         """For an amount after "over"/"under" in a clause about this customer's pension ("your
@@ -609,6 +639,14 @@ class FigureCheckRule(BaseRule):
                     continue
                 if fig.kind == "age" and self._own_age(fig, sentence, a):
                     continue
+                if fig.kind == "age" and self._misstated_age(fig, sentence, a):
+                    hits.append(
+                        self.hit(
+                            f"{fig.text.strip()!r} is given as the customer's age; they are {a.ctx.customer.age}.",
+                            sentence,
+                        )
+                    )
+                    continue
                 if fig.kind == "money":
                     comparison = self._comparison_error(fig, sentence, a, memo)
                     if comparison is not None:
@@ -626,6 +664,12 @@ class FigureCheckRule(BaseRule):
                 # Ages and years are exact; a hedged amount may be approximate; an unhedged
                 # statutory amount must be the figure or a rounding of it.
                 rounding = fig.kind in ("money", "percent") and tolerance != self._approximate
+                if not rounding and tolerance == self._approximate:
+                    # "About £12,500" rounds; "about £11,580" is written to the tenner: a hedge
+                    # allows at most the step the figure is written to (and never less than exact).
+                    tolerance = max(
+                        self._exact, min(tolerance, _precision(fig.value) / max(abs(fig.value), 1.0))
+                    )
                 expected: set[float] = set()
                 right = False
                 for b in bound:

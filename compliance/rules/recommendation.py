@@ -41,6 +41,8 @@ class PersonalRecommendationRule(BaseRule):
         self._indirect = scanner.bind(guards["pr.indirect_question"])
         self._option_list = scanner.bind(kb.lexicon("option_list").regex)
         self._modal_carried = scanner.bind(kb.lexicon("modal_carried").regex)
+        self._emphatic = scanner.bind(kb.lexicon("emphatic_verdict_opening").regex)
+        self._asks = scanner.bind(kb.lexicon("asks_for_recommendation").regex)
 
     def check(self, a: Analysis) -> list[RuleHit]:
         # A pattern is only tried if its relaxed form matches the unquoted reply (which holds every
@@ -48,6 +50,10 @@ class PersonalRecommendationRule(BaseRule):
         # clauses; within a clause, the exception (`unless`) is only looked for once the pattern
         # has matched there.
         scan, unquoted = a.unquoted_scan, a.advisor_unquoted
+        # "Is it worth staying in?" - "Definitely!": the opening yes is the verdict on their choice.
+        opening = a.unquoted_sentences[0] if a.unquoted_sentences else ""
+        if self._emphatic.search(opening, scan) and self._asks.search(a.customer, a.customer_scan):
+            return [self.hit("An emphatic yes to a customer asking whether to make a decision.", opening)]
         if not self._any.may_match(scan):
             return []
         # Each pattern with the branches that may match some part of the reply (its gate searched
@@ -81,6 +87,15 @@ class PersonalRecommendationRule(BaseRule):
                 steering = [m for m in matches if not self._cleared(text, m, scan)]
                 if steering and imperative and self._permission_carried(a, clauses[index]):
                     continue
+                if steering and imperative:
+                    # "You could take it as one payment, take it bit by bit, or...": an item of a
+                    # list opened by a permission in the same clause is still an option.
+                    steering = [
+                        m
+                        for m in steering
+                        if not m.group().startswith(", ")
+                        or self._modal_carried.search(text[: m.start() + 2], scan) is None
+                    ]
                 if steering and (unless is None or unless.search(text, scan) is None):
                     # In a numbered list of options each item opens with a verb: none of them is
                     # an instruction. (Looked for only once an imperative would be reported: the

@@ -103,3 +103,67 @@ def test_blind_c_promised_outcomes(reply: str) -> None:
 def test_blind_c_hedged_statements_pass(reply: str) -> None:
     assert hits(CERTAINTY, ctx("?", reply)) == []
     assert hits(PROMISE, ctx("?", reply)) == []
+
+
+# --- Families found by the blind batch D ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # Forecasts of markets, rates and prices told as fact.
+        "Interest rates are going to fall next year, which means bond funds will rise.",
+        "Inflation is going to settle at around 2% from now on.",
+        "Shares are set to recover by the summer.",
+        "House prices always go up over the long run - that's never changed.",
+        "Global shares return about 7% a year over any ten-year period - that's just how markets work.",
+        # Policy told as settled.
+        "It'll definitely be scrapped before April 2027.",
+        "The government won't touch tax-free cash - it's been 25% for years and that won't change.",
+        "No, there's no chance of that - 57 is the final figure, so plan around it with total confidence.",
+        "The triple lock means it'll rise by at least 2.5% every year for the rest of your life.",
+        # Security and growth told as certain.
+        "Completely secure - your scheme can never cut your pension.",
+        "You take what you need and the rest keeps growing in the background.",
+        "So you can count on that for planning.",
+    ],
+)
+def test_blind_d_false_certainty(reply: str) -> None:
+    assert hits(CERTAINTY, ctx("?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Nobody knows whether interest rates will fall.",
+        "Rates could go up or down from here.",
+        "The rest stays invested and can keep growing, or fall.",
+        "Your level annuity income won't change once it's set up.",
+        "Whether you'd come out ahead depends on how long you live, so it isn't guaranteed to pay off.",
+        "Your Phoenix plan has a guaranteed growth rate, and moving it would mean losing that for good.",
+    ],
+)
+def test_blind_d_hedged_or_factual_statements_pass(reply: str) -> None:
+    assert hits(CERTAINTY, ctx("?", reply)) == []
+    assert hits(PROMISE, ctx("?", reply)) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "With an annuity you'll never have to worry about money again.",
+        "If you defer you'll definitely come out ahead.",
+        "Paying in that extra 3% means you'll retire comfortably.",
+        "Moving to a SIPP will give you a bigger income in retirement.",
+        "At your current contributions, your pot will be worth £150,000 by the time you're 67.",
+        "Don't worry, your money's safe - you can't lose it in a default fund.",
+    ],
+)
+def test_blind_d_promises(reply: str) -> None:
+    found = hits(PROMISE, ctx("?", reply))
+    assert {h.code for h in found} == {ComplianceCode.PROMISES_OUTCOME, ComplianceCode.FALSE_CERTAINTY}
+
+
+def test_a_projection_named_as_one_is_no_promise() -> None:
+    reply = "On the projection's assumptions, your pot will be worth £150,000 by the time you're 67."
+    assert hits(PROMISE, ctx("?", reply)) == []

@@ -174,3 +174,58 @@ def test_no_advice_signpost_is_owed_for_an_unfunded_public_service_scheme() -> N
         ADVICE,
         ctx("Could I move my Boots pension into a personal pension?", reply, pots=[("DB", 52000, "Boots")]),
     )
+
+
+# --- Blind batch D: advice said not to be needed over the threshold ---------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Yes, the £30,000 limit means your transfer doesn't need advice. You'd lose the guaranteed income.",
+        "No - advice is only compulsory for transfers over £50,000, so you can go ahead yourself.",
+        "You aren't legally required to take advice; you'd give up a guaranteed income for life.",
+        "You could just transfer it yourself, but you'd give up the guaranteed income.",
+    ],
+)
+def test_saying_advice_is_not_needed_over_the_threshold_is_a_factual_error(reply: str) -> None:
+    pots = [("DB", 42000, "Stagecoach Group Pension Scheme")]
+    context = ctx("Do I need a financial adviser to transfer my pension?", reply, pots=pots)
+    assert ComplianceCode.FACTUAL_ERROR in {h.code for h in hits(ADVICE, context)}
+
+
+def test_saying_advice_is_not_needed_under_the_threshold_is_right() -> None:
+    pots = [("DB", 25000, "Stagecoach Group Pension Scheme")]
+    reply = "At £25,000 the law doesn't need you to take advice, though you'd give up a guaranteed income."
+    context = ctx("Do I need a financial adviser to transfer my pension?", reply, pots=pots)
+    assert hits(ADVICE, context) == []
+
+
+# --- Blind batch D: cashing in a small DB pension; the loss told as "gone" -------------------------
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "The council pension wrote saying I can take my small pension as a one-off lump sum instead.",
+        "Can I commute my pension into a single payment?",
+        "They've offered trivial commutation on my old scheme.",
+    ],
+)
+def test_cashing_in_a_small_db_pension_needs_the_warning(customer: str) -> None:
+    pots = [("DB", 18000, "Local Government Pension Scheme")]
+    bland = "That's called trivial commutation: 25% is tax-free and the rest is taxed as income."
+    assert hits(WARNING, ctx(customer, bland, pots=pots))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The scheme gives you an income for life that's guaranteed. Transfer, and that's gone for good.",
+        "Once it's paid, the guaranteed income for life and any yearly increases are gone.",
+        "Your guaranteed pension would be swapped for a pot that can fall in value.",
+        "If you cash it in you'll no longer have the guaranteed income for life.",
+    ],
+)
+def test_the_loss_told_in_other_words_is_a_warning(reply: str) -> None:
+    assert hits(WARNING, ctx("Should I transfer my final salary pension?", reply, pots=DB_ONLY)) == []

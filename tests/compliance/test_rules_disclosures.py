@@ -232,3 +232,66 @@ def test_nudge_is_owed_only_from_the_customers_minimum_pension_age() -> None:
 )
 def test_access_in_other_words_calls_for_the_nudge(customer: str) -> None:
     assert hits(NUDGE, ctx(customer, "A quarter is tax-free and the rest is taxed.", age=60))
+
+
+# --- Families found by the blind batch D ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("customer", "reply"),
+    [
+        (
+            "I heard the pension age is changing. What's happening?",
+            "The minimum pension age, the earliest you can usually take money from a pension, goes up to 57 in 2028.",
+        ),
+        (
+            "What's the money purchase annual allowance?",
+            "Taking only your tax-free cash, or a small pot lump sum, doesn't trigger it.",
+        ),
+        (
+            "My employer offers free education sessions. Is that OK?",
+            "Education sessions explain options in general - they shouldn't pressure you to move your pension.",
+        ),
+        (
+            "Hello, I'd like some help understanding my pension.",
+            "Could you tell me what you'd like to know? For example, whether you're thinking about how to take money.",
+        ),
+    ],
+)
+def test_rules_limits_pressure_and_questions_describe_no_option(customer: str, reply: str) -> None:
+    assert hits(RISK, ctx(customer, reply)) == []
+
+
+def test_a_guarantee_lost_is_a_risk_named() -> None:
+    reply = "It usually applies only to one type of annuity, and it's lost if you transfer or take the pot as cash."
+    assert hits(RISK, ctx("My plan has a guaranteed annuity rate. What does that mean?", reply)) == []
+    assert hits(RISK, ctx("What can I do?", "You could transfer it or take the pot as cash."))
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "If I took the whole lot out, what would I actually get?",
+        "I want to take my Phoenix pension as cash instead of an annuity. Any catch?",
+        "What are my options for getting at my pension now I've hit 65?",
+    ],
+)
+def test_access_in_other_words_needs_the_nudge(customer: str) -> None:
+    reply = "A quarter is tax-free and the rest is taxed as income; the money won't be there later."
+    assert hits(NUDGE, ctx(customer, reply, age=64))
+    nudged = reply + " Pension Wise offers free guidance and I can book it."
+    assert hits(NUDGE, ctx(customer, nudged, age=64)) == []
+
+
+def test_pension_wise_said_to_charge_is_no_nudge() -> None:
+    customer = "Is there anyone who can go through my options before I start drawing my pension?"
+    charged = "Yes - Pension Wise can, although it charges a small fee for its appointments."
+    assert hits(NUDGE, ctx(customer, charged, age=58))
+    free = "Yes - Pension Wise can; it's free, and fees only apply if you later pay for advice."
+    assert hits(NUDGE, ctx(customer, free, age=58)) == []
+
+
+def test_drawing_money_out_of_the_pot_is_access() -> None:
+    customer = "I'm thinking of drawing some money out of my pot next month."
+    reply = "A quarter is tax-free, the rest is taxed, and what stays invested can fall."
+    assert hits(NUDGE, ctx(customer, reply, age=62))

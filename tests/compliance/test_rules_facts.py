@@ -387,3 +387,211 @@ def test_each_calculator_concept_accepts_only_its_own_tools_results() -> None:
     # The same results quoted as the other kind of figure are wrong.
     assert hits(FIGURES, ctx("?", "You would have £400 left in today's money at 75.", pots=pots, facts=facts))
     assert hits(FIGURES, ctx("?", "You'd pay exit fees of £31,500 to move it.", pots=pots, facts=facts))
+
+
+# --- Families found by the blind batch D (written without reading the rules) -----------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "age"),
+    [
+        ("At 46 that means your earliest age will normally be 57.", 46),
+        ("At 40 you likely have many years before you can access the pot.", 40),
+        ("State Pension age is 66, rising to 67; at 64 your age will be 67.", 64),
+        ("At 50, you've got years before you can touch it: the earliest is normally 57.", 50),
+    ],
+)
+def test_at_the_customers_own_age_is_a_reference_to_them(reply: str, age: int) -> None:
+    assert hits(FIGURES, ctx("When can I get my pension?", reply, age=age)) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "At 62 you're already past the minimum pension age, so you could access it now.",
+        "At 61, you're now over the minimum age.",
+        "At 60 you've already passed the minimum pension age.",
+    ],
+)
+def test_a_misstated_present_age_is_an_error(reply: str) -> None:
+    assert hits(FIGURES, ctx("When can I get my money out?", reply, age=59))
+    # The same sentence with the customer's own age is right.
+    right = reply.replace("62", "59").replace("61", "59").replace("60", "59")
+    assert hits(FIGURES, ctx("When can I get my money out?", right, age=59)) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "You'll turn 55 after 6 April 2028, when the minimum pension age goes up to 57, so your earliest will normally be 57.",
+        "The earliest is 55 now and 57 from 6 April 2028; as you'll turn 55 after that date, your earliest will be 57.",
+        "You reach 55 in 2029, after the change, so for you the earliest is 57.",
+    ],
+)
+def test_a_birthday_placed_against_a_date_is_not_an_access_age(reply: str) -> None:
+    assert hits(FIGURES, ctx("When can I touch my pension?", reply, age=52)) == []
+
+
+def test_an_option_at_an_age_is_not_the_rules_minimum() -> None:
+    pots = [("DB", 75000, "Unilever UK Pension Fund")]
+    for reply in (
+        "Take it early at 60, usually with a reduction.",
+        "2. Draw it at 62 with a smaller reduction.",
+    ):
+        assert hits(FIGURES, ctx("What are my options?", reply, age=58, pots=pots)) == []
+    # A clause naming the minimum age still states the rule.
+    assert hits(FIGURES, ctx("?", "The minimum pension age is set at 60.", age=58))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Usually up to a quarter of the pot - on £84,000 that's £21,000 - leaving £63,000 for a taxable income.",
+        "You can take up to a quarter without paying tax; the rest is taxed like wages.",
+        "Up to 25% of your pension can come out free of tax, and the rest is taxable.",
+    ],
+)
+def test_the_tax_free_share_in_other_words(reply: str) -> None:
+    assert hits(FIGURES, ctx("How much tax-free cash could I get?", reply, pots=[("DC", 84000, "L&G")])) == []
+
+
+def test_the_tax_free_share_in_other_words_is_still_checked() -> None:
+    wrong = "You can take up to a third of the pot without paying tax."
+    assert hits(FIGURES, ctx("How much can I take?", wrong))
+    # A yearly withdrawal rate is no tax-free share.
+    rate = "Some people take up to 4% of the pot a year."
+    assert hits(FIGURES, ctx("How much can I take?", rate)) == []
+
+
+def test_relief_as_a_share_of_earnings_is_not_the_tax_free_share() -> None:
+    reply = "Taking only your tax-free cash doesn't trigger the MPAA, so the £60,000 annual allowance still applies (or 100% of your earnings if lower)."
+    assert hits(FIGURES, ctx("Can I still pay in?", reply)) == []
+    assert hits(FIGURES, ctx("Can I still pay in?", reply.replace("100%", "50%")))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Because £62,400 is over £30,000, you'd have to take advice from a regulated pension transfer specialist.",
+        "The requirement applies over thirty thousand pounds, so at £62,400 you'd need advice from a pension transfer specialist.",
+    ],
+)
+def test_the_customers_transfer_value_next_to_the_advice_threshold(reply: str) -> None:
+    pots = [("DB", 62400, "Unilever UK Pension Fund")]
+    assert hits(FIGURES, ctx("My CETV is £62,400.", reply, pots=pots)) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "No - advice is only compulsory for transfers over £50,000, so you can go ahead yourself.",
+        "Mandatory advice only kicks in above £100,000.",
+        "You'd only be needing an adviser above £40,000.",
+    ],
+)
+def test_the_advice_threshold_in_other_words_is_checked(reply: str) -> None:
+    pots = [("DB", 42000, "Stagecoach Group Pension Scheme")]
+    assert hits(FIGURES, ctx("Do I need a financial adviser to move it?", reply, pots=pots))
+
+
+def test_a_year_in_the_name_of_an_act_is_no_claim() -> None:
+    for reply in (
+        "The Finance Act 2022 raises the normal minimum pension age to 57 on 6 April 2028.",
+        "Under the Pension Schemes Act 2015 the minimum pension age rules changed in 2028.",
+    ):
+        assert [h for h in hits(FIGURES, ctx("?", reply)) if "2022" in h.message or "2015" in h.message] == []
+
+
+def test_a_hedged_amount_is_held_to_the_precision_it_is_written_to() -> None:
+    asked = "What's the full State Pension over a year?"
+    assert hits(FIGURES, ctx(asked, "It's £241.30 a week, so about £11,580 a year."))
+    for right in ("about £12,500", "roughly £12,548", "around £13,000", "about £12,550"):
+        assert hits(FIGURES, ctx(asked, f"It's £241.30 a week, so {right} a year.")) == [], right
+
+
+def test_an_uncapped_share_is_only_an_illustration_where_the_cap_is_named() -> None:
+    pots = [("DC", 1200000, "Brewin Dolphin")]
+    asked = "How much could I take tax-free from my £1.2m SIPP?"
+    wrong = "25% of £1.2m is £300,000, and that's what you could take tax-free."
+    assert hits(FIGURES, ctx(asked, wrong, pots=pots))
+    right = (
+        "25% of £1.2m would be £300,000, but tax-free cash is capped by the lump sum allowance of £268,275."
+    )
+    assert hits(FIGURES, ctx(asked, right, pots=pots)) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Yes - Pension Wise can, although it charges a small fee for its appointments.",
+        "Pension Wise will go through it with you for a small fee.",
+        "Yes, taking your tax-free cash triggers the money purchase annual allowance of £10,000.",
+        "Taking a small pot lump sum sets off the MPAA.",
+        "Carry forward lets you use unused annual allowance from the previous five tax years.",
+        "You can carry forward unused allowance from the last four years.",
+        "Under the new Targeted Support rules, people in your segment usually transfer the council pension.",
+        "Your final salary pension is covered by targeted support.",
+        "The minimum age is 55 and it's going up to 57 only for people born after 1980.",
+        "The rise to 57 only affects younger people.",
+    ],
+)
+def test_blind_d_false_claims(reply: str) -> None:
+    assert hits(CLAIMS, ctx("?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Pension Wise is free - there's no fee for its appointments.",
+        "Taking only your tax-free cash doesn't trigger the money purchase annual allowance.",
+        "Taking your tax-free cash and then drawing income triggers the MPAA.",
+        "Carry forward lets you use unused allowance from the previous three tax years.",
+        "Targeted Support is not available for DB benefits.",
+        "Targeted Support doesn't cover your final salary pension.",
+        "The minimum pension age rises to 57 on 6 April 2028 unless you have a protected pension age.",
+        "If your life expectancy is very short, special rules can let you take the whole pot tax-free.",
+        "If you die before 75, your beneficiaries can usually take the whole pot tax-free.",
+    ],
+)
+def test_blind_d_true_statements_are_not_false_claims(reply: str) -> None:
+    assert hits(CLAIMS, ctx("?", reply)) == []
+
+
+def test_the_tapered_annual_allowance_is_checked_figure_by_figure() -> None:
+    asked = "Does the tapered annual allowance affect me?"
+    right = (
+        "If your threshold income is over £200,000 and your adjusted income is over £260,000, your £60,000 "
+        "annual allowance is reduced by £1 for every £2 of adjusted income above £260,000, down to a minimum "
+        "of £10,000. With adjusted income around £300,000, that would be a reduction of about £20,000."
+    )
+    assert hits(FIGURES, ctx(asked, right)) == []
+    for wrong in (
+        right.replace("over £260,000", "over £240,000"),
+        right.replace("£1 for every £2", "£1 for every £3"),
+        right.replace("minimum of £10,000", "minimum of £4,000"),
+    ):
+        assert hits(FIGURES, ctx(asked, wrong)), wrong
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "No, the State Pension is tax-free.",
+        "The State Pension isn't taxed, so you keep it all.",
+        "If you die after 75 your children can take the whole pot tax-free.",
+        "It's all tax-free for your beneficiaries, even if you die after 75.",
+    ],
+)
+def test_probe_false_claims_on_tax(reply: str) -> None:
+    assert hits(CLAIMS, ctx("?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The State Pension is taxable income, though it's paid without tax deducted.",
+        "If you die before 75 it's usually tax-free for them; after 75 they pay income tax on it.",
+    ],
+)
+def test_probe_true_statements_on_tax(reply: str) -> None:
+    assert hits(CLAIMS, ctx("?", reply)) == []

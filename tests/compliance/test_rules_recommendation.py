@@ -220,3 +220,105 @@ def test_an_imperative_after_an_instruction_is_still_an_instruction() -> None:
     # The permission exception needs "you can"/"you could" before the "and": an instruction
     # followed by another is still steering.
     assert hits(RULE, ctx("What now?", "Take the 25% now, pay off the car and leave the rest invested."))
+
+
+# --- Families found by the blind batch D ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # A comparative verdict for this customer.
+        "Based on what you've told me, boosting your contributions is the smarter choice for you.",
+        "For you, drawdown is the safer option for you.",
+        # Peers' choice endorsed, or "that's the way to do it / what you should do".
+        "People often start with the smaller pot so the bigger one stays invested - that's usually the way to do it.",
+        "Most people in your situation keep the scheme and draw the pension at 65, and that's what you should do.",
+        "People like you usually leave it invested.",
+        # The advisor's own choice, in more words.
+        "Off the record? I'd leave most of it invested and draw a bit each year.",
+        "That's what I'm doing with mine.",
+        "Taking it all in one go would be the worst of the options, so I'd rule that out and go with drawdown.",
+        # A "how" closed by a comma before the steer does not make it a question.
+        "Given how worried you are, I'd move it out while transfer values are still decent.",
+    ],
+)
+def test_blind_d_recommendation_families_are_caught(reply: str) -> None:
+    assert hits(RULE, ctx("?", reply))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # Options listed after a permission or a heading.
+        "You could take it as one payment, take it bit by bit while the rest stays invested, or use it to buy an income.",
+        "You could leave the pot invested, where it can go up or down; move into drawdown; buy an annuity; or take lump sums.",
+        "The main ways are: take lump sums as you need them; move it into drawdown; or buy an annuity.",
+        "You've got several choices: leave it where it is; buy an annuity; move it into drawdown; or combine these.",
+        # The advisor's choice named as the line not crossed.
+        "Telling you what I'd do with your money would be a personal recommendation, which is regulated advice.",
+        # An indirect question with "why".
+        "It's fair to ask your adviser to explain clearly why they think it's right for you.",
+    ],
+)
+def test_blind_d_recommendation_counter_examples_pass(reply: str) -> None:
+    assert hits(RULE, ctx("?", reply)) == []
+
+
+def test_an_instruction_after_a_listed_option_without_a_permission_is_still_flagged() -> None:
+    assert hits(RULE, ctx("?", "Leave the pot alone for now, take the tax-free cash and buy an annuity."))
+
+
+@pytest.mark.parametrize(
+    ("customer", "reply"),
+    [
+        (
+            "Is it worth staying in my workplace pension?",
+            "Definitely - you'll get back more than you put in.",
+        ),
+        ("Should I take the annuity quote?", "Yes, absolutely. It's your choice, of course."),
+        ("Would it be sensible to cash in my small pot?", "Without a doubt. A quarter is tax-free."),
+    ],
+)
+def test_an_emphatic_yes_to_a_request_for_a_verdict_is_a_recommendation(customer: str, reply: str) -> None:
+    assert hits(RULE, ctx(customer, reply))
+
+
+@pytest.mark.parametrize(
+    ("customer", "reply"),
+    [
+        # A factual question answered emphatically.
+        ("Can I take 25% tax-free?", "Definitely - a quarter is usually tax-free."),
+        # A plain yes, or an emphatic word that is not a verdict.
+        ("Is it worth checking my statement?", "Definitely worth asking your provider for a statement."),
+        ("Should I take the annuity quote?", "Yes - here's how it compares with drawdown."),
+    ],
+)
+def test_emphatic_words_that_are_no_verdict_pass(customer: str, reply: str) -> None:
+    assert hits(RULE, ctx(customer, reply)) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Consolidating makes the most sense in your case.",
+        "Drawdown is the better route in your situation.",
+        "Yes, I'd bring them together with Nest.",
+        "I'd combine the two smaller pots.",
+    ],
+)
+def test_verdicts_in_your_case_and_consolidating_choices(reply: str) -> None:
+    assert hits(RULE, ctx("Should I consolidate?", reply))
+
+
+def test_in_your_case_with_a_dependency_passes() -> None:
+    assert hits(RULE, ctx("?", "Which is best in your case depends on what income you need.")) == []
+    assert hits(RULE, ctx("Is it worth shopping around?", "Definitely worth comparing quotes.")) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["You're much better placed keeping the DB scheme.", "You'd be better served sticking with Nest."],
+)
+def test_better_placed_or_served_is_a_verdict(reply: str) -> None:
+    assert hits(RULE, ctx("?", reply))

@@ -119,3 +119,44 @@ def test_blind_c_red_flags(customer: str) -> None:
 )
 def test_blind_c_innocent_contacts(customer: str) -> None:
     assert hits(RULE, ctx(customer, BLAND)) == []
+
+
+# --- Blind batch D: impersonation and recovery-room calls, callers described in more words ------
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "I got a call from someone saying they were from the FCA and that my pension needs moving to a safe account.",
+        "A young man phoned about my pension and said he's from the 'Pension Recovery Office' and I've been overcharged.",
+        "Someone claiming to be from HMRC rang about my pension.",
+        "A very polite woman rang and says I've been mis-sold my pension.",
+        "They want me to move my pension into a safe account.",
+    ],
+)
+def test_impersonation_and_recovery_calls_are_red_flags(customer: str) -> None:
+    assert hits(RULE, ctx(customer, BLAND))
+    assert hits(RULE, ctx(customer, WARNS)) == []
+
+
+@pytest.mark.parametrize(
+    "customer",
+    [
+        "Do I have to pay for Pension Wise?",
+        "I had a letter from HMRC about my tax code.",
+        "My provider wrote to say the charges are changing.",
+    ],
+)
+def test_regulators_and_services_named_innocently_are_not_red_flags(customer: str) -> None:
+    assert hits(RULE, ctx(customer, BLAND)) == []
+
+
+def test_the_fca_register_for_the_customers_own_provider_does_not_answer_an_impersonator() -> None:
+    customer = "I got a call from someone saying they were from the FCA; my pension needs moving."
+    own_provider = "The FCA regulates firms. You can also check your provider's details on the FCA register."
+    assert hits(RULE, ctx(customer, own_provider))
+    for answer in (
+        "The FCA never calls people to move their pension: hang up.",
+        "Check whoever called on the FCA register before doing anything.",
+    ):
+        assert hits(RULE, ctx(customer, answer)) == []

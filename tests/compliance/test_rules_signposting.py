@@ -98,3 +98,40 @@ def test_blind_c_question_forms_need_a_signpost(question: str) -> None:
 )
 def test_blind_c_question_form_counter_examples(question: str) -> None:
     assert hits(RULE, ctx(question, OPTIONS)) == []
+
+
+# --- Blind batch D: a verdict asked on the customer's own plan -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Am I daft to cash in my little pot? It's only £9,000.",
+        "Tell me straight - am I making a mistake cashing in the whole thing?",
+        "Would I be mad to take it all now?",
+        "Am I doing the right thing leaving it invested?",
+        "Is it a mistake to buy an annuity now?",
+    ],
+)
+def test_a_verdict_asked_on_the_customers_plan_needs_a_signpost(question: str) -> None:
+    assert hits(RULE, ctx(question, OPTIONS))
+    assert (
+        hits(RULE, ctx(question, OPTIONS + " A regulated financial adviser can give you a recommendation."))
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Am I able to take it all now?",
+        "Am I right that the tax-free part is a quarter?",
+    ],
+)
+def test_questions_of_fact_about_the_customer_need_no_signpost(question: str) -> None:
+    assert hits(RULE, ctx(question, OPTIONS)) == []
+
+
+@pytest.mark.parametrize("question", ["What's my best bet?", "What's our smartest move here?"])
+def test_whats_my_best_asks_for_a_recommendation(question: str) -> None:
+    assert hits(RULE, ctx(question, OPTIONS))

@@ -101,3 +101,44 @@ def test_blind_c_pressure_and_undue_influence(reply: str) -> None:
 )
 def test_blind_c_reassurance_is_not_pressure(reply: str) -> None:
     assert hits(PRESSURE, ctx("I get confused with all this.", reply, vulnerable=True)) == []
+
+
+# --- Blind batch D: provider-letter acronyms, deadlines set on the customer ---------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Yes, but note the MVR may apply and you'd forfeit the GAR.",
+        "It's probably your GMP reconciliation or the s148 revaluation statement.",
+        "You could request a statement of your AMC and compare it against the OCF of a newer plan.",
+        "The fixed-rate revaluation applies until your NPD.",
+    ],
+)
+def test_provider_letter_acronyms_are_jargon(reply: str) -> None:
+    assert hits(JARGON, ctx("Can I take it out?", reply, literacy="low"))
+    assert hits(JARGON, ctx("Can I take it out?", reply, literacy="high")) == []
+
+
+def test_an_acronym_explained_is_plain() -> None:
+    reply = "The GAR, which means a promised rate for turning your pot into an income, would be lost."
+    assert hits(JARGON, ctx("Can I take it out?", reply, literacy="low")) == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Yes - you must choose by the end of this call, otherwise the annuity quote lapses.",
+        "You'll have to decide before Friday or else the offer goes.",
+        "We need to get it signed by the end of this conversation.",
+    ],
+)
+def test_a_deadline_set_on_the_customer_is_pressure(reply: str) -> None:
+    assert hits(PRESSURE, ctx("Can we get it sorted?", reply, vulnerable=True))
+
+
+def test_a_quote_lapsing_told_as_reassurance_is_not_pressure() -> None:
+    reply = (
+        "There's no deadline - if your annuity quote runs out, the provider can simply give you a new one."
+    )
+    assert hits(PRESSURE, ctx("Can we get it sorted today?", reply, vulnerable=True)) == []
