@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -181,6 +182,27 @@ def test_a_reviewed_reply_is_delivered_once(store: tuple[LiveStore, VirtualClock
     live.advance_cursor(7)
     live.advance_cursor(3)  # never moves back
     assert live.cursor() == 7
+
+
+async def test_a_reply_s_store_calls_run_in_place_on_sqlite_and_in_a_thread_on_postgresql(
+    store: tuple[LiveStore, VirtualClock],
+) -> None:
+    live, _ = store
+    assert live.in_place == (live._engine.dialect.name == "sqlite")
+    loop_thread = threading.get_ident()
+
+    def where(session_id: str) -> tuple[int, object]:
+        return threading.get_ident(), live.session(session_id)
+
+    new_session(live)
+    thread, found = await live.run(where, "s1")
+    assert (thread == loop_thread) == live.in_place
+    assert found is not None and found.id == "s1"
+    write = turn_write(1)
+    saved = await live.run(live.save_turn, "s1", 1, write)
+    assert saved.version == 2
+    with pytest.raises(VersionConflict):
+        await live.run(live.save_turn, "s1", 1, turn_write(2))
 
 
 def test_rate_limits_count_per_key_per_window(store: tuple[LiveStore, VirtualClock]) -> None:
