@@ -156,6 +156,9 @@ class LiveStore:
         self.clock = clock
         self._engine = schema.create_live_engine(url, **engine_options)
         schema.create_schema(self._engine)
+        # Writers take the write lock when they begin (the option is read by the engine's begin
+        # hook); set once here, since setting it on each connection costs more than the statement.
+        self._writer = self._engine.execution_options(**{schema.WRITE_OPTION: True})
         # A statement on a local SQLite file takes less time than handing it to a worker thread
         # and back (about 0.1 ms of CPU, and a wake-up that waits for a core on a busy machine);
         # a PostgreSQL round trip may take longer, and must not hold up the event loop.
@@ -491,10 +494,8 @@ class LiveStore:
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
-            conn = conn.execution_options(**{schema.WRITE_OPTION: True})
-            with conn.begin():
-                yield conn
+        with self._writer.connect() as conn, conn.begin():
+            yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
