@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from compliance.config import build_judge_panel
 from compliance.knowledge import load_knowledge
 from compliance.review_queue import ReviewQueue
+from environments.live.__main__ import uvicorn_options
 from environments.live.config import compose_serve_config
 from environments.live.customer import Consent, LiveProfile
 from environments.live.interpret import read_message
@@ -349,3 +350,12 @@ def test_both_sqlite_stores_use_wal_with_normal_sync_unless_told_otherwise(tmp_p
     live.close()
     queue.close()
     strict.close()
+
+
+def test_uvicorn_writes_access_lines_only_at_levels_that_show_them(tmp_path: Path) -> None:
+    for level, shown in [("debug", True), ("info", True), ("warning", False), ("error", False)]:
+        config = compose_serve_config([f"paths.root={tmp_path}", f"server.log_level={level}"])
+        options = uvicorn_options(config.server)
+        assert options["access_log"] is shown
+        assert options["log_level"] == level
+        assert (options["host"], options["port"]) == (config.server.host, config.server.port)
