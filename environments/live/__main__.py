@@ -11,16 +11,33 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from omegaconf import DictConfig
 
 from environments.live import CONF_DIR
 
+if TYPE_CHECKING:
+    from environments.live.config import ServerConfig
+
 WORKER_HEALTHCHECK_S = 60
 
 # Worker processes (`server.workers` > 1) are spawned and import this module again before they
 # answer their supervisor's health checks, so the heavy imports happen inside `serve`.
+
+
+def uvicorn_options(server: ServerConfig) -> dict[str, Any]:
+    """What uvicorn is told, whatever the number of processes."""
+    return {
+        "host": server.host,
+        "port": server.port,
+        "log_level": server.log_level,
+        # Access lines are logged at info: above that level uvicorn would still build each
+        # one (the client's address and the request line) only for the logger to drop it.
+        "access_log": server.log_level in ("debug", "info"),
+        "timeout_graceful_shutdown": 5,
+    }
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="serve", version_base=None)
@@ -39,12 +56,7 @@ def serve(cfg: DictConfig) -> None:
     from environments.live.app import CONFIG_ENV, create_app
 
     logging.getLogger("environments.live").setLevel(config.server.log_level.upper())
-    options: dict = {
-        "host": config.server.host,
-        "port": config.server.port,
-        "log_level": config.server.log_level,
-        "timeout_graceful_shutdown": 5,
-    }
+    options = uvicorn_options(config.server)
     try:
         if config.server.workers == 1:
             uvicorn.run(create_app(config), **options)

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from environments.live.api_models import (
     AuditOut,
@@ -167,8 +167,11 @@ async def post_message(
         )
     meter, started = start_meter(), time.perf_counter()
     result = await shielded(server.runtime.answer(session, text))
-    return JSONResponse(
-        reply_out(result, max_turns).model_dump(mode="json"), headers=server_timing(meter, started)
+    # Serialised by pydantic in one step (a dump to Python data and json.dumps cost twice that).
+    return Response(
+        reply_out(result, max_turns).model_dump_json(),
+        media_type="application/json",
+        headers=server_timing(meter, started),
     )
 
 

@@ -8,7 +8,6 @@ id only.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from environments.live.config import ServerConfig
@@ -39,7 +38,7 @@ class Authenticator:
             )
         record = await self._verify(key)
         limit = record.rate_limit or self.config.rate_limit.requests
-        decision = await asyncio.to_thread(self.store.hit, record.id, limit, self.config.rate_limit.window_s)
+        decision = await self.store.run(self.store.hit, record.id, limit, self.config.rate_limit.window_s)
         if not decision.allowed:
             retry = max(1, -(-(decision.reset_at_us - _now_us(self.store)) // 1_000_000))
             raise AuthError(
@@ -59,7 +58,7 @@ class Authenticator:
         now = self.monotonic()
         if cached is not None and cached[0] > now and matches(key, cached[1]):
             return cached[2]
-        found = await asyncio.to_thread(self.store.key, key_id)
+        found = await self.store.run(self.store.key, key_id)
         if found is None or not matches(key, found[1]) or found[0].revoked:
             self._verified.pop(key_id, None)
             raise refused

@@ -150,7 +150,7 @@ class LiveAdvisor:
     # ------------------------------------------------------------------ sessions
 
     async def session_for(self, key: KeyRecord, session_id: str) -> SessionRecord:
-        session = await asyncio.to_thread(self.store.session, session_id)
+        session = await self.store.run(self.store.session, session_id)
         if not visible_to(session, key):
             # The same answer for someone else's session as for none: ids are not confirmed.
             raise SessionNotFound(f"no session {session_id}")
@@ -169,7 +169,7 @@ class LiveAdvisor:
             remember=consent.remember,
         )
         await live.advisor.open()
-        record = await asyncio.to_thread(
+        record = await self.store.run(
             self.store.create_session,
             session_id,
             owner=key.owner,
@@ -220,7 +220,7 @@ class LiveAdvisor:
                 # between fails the versioned save as Busy, as it would after a read here.
                 fresh = session
             else:
-                read = await asyncio.to_thread(self.store.session, session.id)
+                read = await self.store.run(self.store.session, session.id)
                 assert read is not None
                 fresh = read
             self.check_open(fresh, holding_lock=True)
@@ -267,7 +267,7 @@ class LiveAdvisor:
             pending_item=outcome.escalation_id if outcome.escalated else None,
         )
         try:
-            saved = await asyncio.to_thread(self.store.save_turn, session.id, session.version, write)
+            saved = await self.store.run(self.store.save_turn, session.id, session.version, write)
         except VersionConflict as exc:
             raise Busy(str(exc)) from None
         live.version = saved.version

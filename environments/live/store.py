@@ -3,7 +3,8 @@
 A turn is saved in one transaction (both messages, every validation, the advisor's new memories
 and its resumable state), guarded by the session's version, so a crash loses a turn whole or not
 at all, and two processes answering one session cannot both win. Methods are synchronous; the
-server calls them from worker threads.
+server calls the ones on a reply's path through `run` (in place on SQLite, in a worker thread on
+PostgreSQL) and the others from worker threads.
 
 The statements of the per-message path (rate limit, session read, turn save) are built once with
 bound parameters: building a Core statement and its cache key costs more CPU than SQLite takes to
@@ -12,10 +13,11 @@ run it, and every reply passes through them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
@@ -27,6 +29,8 @@ from environments.live import schema
 from environments.live.keys import IssuedKey, KeyRecord, Scope, hash_key, new_key
 from simulacra.clock import Clock
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 MessageKind = Literal["customer", "reply", "holding", "review_delivery", "review_rejection"]
 OUTCOME_CURSOR = "review_outcomes"
 
@@ -152,6 +156,23 @@ class LiveStore:
         self.clock = clock
         self._engine = schema.create_live_engine(url, **engine_options)
         schema.create_schema(self._engine)
+        # Writers take the write lock when they begin (the option is read by the engine's begin
+        # hook); set once here, since setting it on each connection costs more than the statement.
+        self._writer = self._engine.execution_options(**{schema.WRITE_OPTION: True})
+        # A statement on a local SQLite file takes less time than handing it to a worker thread
+        # and back (about 0.1 ms of CPU, and a wake-up that waits for a core on a busy machine);
+        # a PostgreSQL round trip may take longer, and must not hold up the event loop.
+        self.in_place = self._engine.dialect.name == "sqlite"
+
+    async def run(self, method: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """Call one of this store's methods from async code: in place on SQLite, else in a thread.
+
+        On SQLite a write may wait for another server process's write lock, which is held only
+        for one short transaction.
+        """
+        if self.in_place:
+            return method(*args, **kwargs)
+        return await asyncio.to_thread(method, *args, **kwargs)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -473,10 +494,8 @@ class LiveStore:
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
-            conn = conn.execution_options(**{schema.WRITE_OPTION: True})
-            with conn.begin():
-                yield conn
+        with self._writer.connect() as conn, conn.begin():
+            yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

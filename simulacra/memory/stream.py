@@ -190,7 +190,14 @@ class MemoryStream:
                 if not IMPORTANCE_MIN <= int(rating) <= IMPORTANCE_MAX:
                     raise ValueError(f"importance {rating} for {descriptions[i]!r} is outside 1..10")
                 ratings[i] = int(rating)
-        vectors = _unit_rows(await embed_async(self.embedder, descriptions), self.matrix.dimension)
+        # One text is embedded where we are, as a query is (`_query_vector`): handing it to a
+        # thread costs more than embedding it. Batches go to a thread.
+        embedded = (
+            self.embedder.embed(descriptions)
+            if len(descriptions) == 1
+            else await embed_async(self.embedder, descriptions)
+        )
+        vectors = _unit_rows(embedded, self.matrix.dimension)
         if len(vectors) != len(items):
             raise ValueError(f"the embedder returned {len(vectors)} vectors for {len(items)} texts")
         now = self.table.codec.encode(self.clock.now())

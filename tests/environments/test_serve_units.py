@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from compliance.config import build_judge_panel
 from compliance.knowledge import load_knowledge
 from compliance.review_queue import ReviewQueue
+from environments.live.__main__ import uvicorn_options
 from environments.live.config import compose_serve_config
 from environments.live.customer import Consent, LiveProfile
 from environments.live.interpret import read_message
@@ -183,6 +185,27 @@ def test_a_reviewed_reply_is_delivered_once(store: tuple[LiveStore, VirtualClock
     assert live.cursor() == 7
 
 
+async def test_a_reply_s_store_calls_run_in_place_on_sqlite_and_in_a_thread_on_postgresql(
+    store: tuple[LiveStore, VirtualClock],
+) -> None:
+    live, _ = store
+    assert live.in_place == (live._engine.dialect.name == "sqlite")
+    loop_thread = threading.get_ident()
+
+    def where(session_id: str) -> tuple[int, object]:
+        return threading.get_ident(), live.session(session_id)
+
+    new_session(live)
+    thread, found = await live.run(where, "s1")
+    assert (thread == loop_thread) == live.in_place
+    assert found is not None and found.id == "s1"
+    write = turn_write(1)
+    saved = await live.run(live.save_turn, "s1", 1, write)
+    assert saved.version == 2
+    with pytest.raises(VersionConflict):
+        await live.run(live.save_turn, "s1", 1, turn_write(2))
+
+
 def test_rate_limits_count_per_key_per_window(store: tuple[LiveStore, VirtualClock]) -> None:
     live, clock = store
     one = live.create_key("ann", Scope.CUSTOMER, rate_limit=2)
@@ -327,3 +350,12 @@ def test_both_sqlite_stores_use_wal_with_normal_sync_unless_told_otherwise(tmp_p
     live.close()
     queue.close()
     strict.close()
+
+
+def test_uvicorn_writes_access_lines_only_at_levels_that_show_them(tmp_path: Path) -> None:
+    for level, shown in [("debug", True), ("info", True), ("warning", False), ("error", False)]:
+        config = compose_serve_config([f"paths.root={tmp_path}", f"server.log_level={level}"])
+        options = uvicorn_options(config.server)
+        assert options["access_log"] is shown
+        assert options["log_level"] == level
+        assert (options["host"], options["port"]) == (config.server.host, config.server.port)
