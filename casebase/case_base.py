@@ -46,8 +46,18 @@ def _flat_fields(case: Case) -> dict[str, str | int | float | bool]:
     }
 
 
-def case_collection(client, name: str, embedder: Embedder) -> VectorCollection[Case]:
-    return VectorCollection(client, name, embedder, Case, flat_fields=_flat_fields, text_of=Case.search_text)
+def case_collection(
+    client, name: str, embedder: Embedder, *, empty_recheck_s: float = 0.0
+) -> VectorCollection[Case]:
+    return VectorCollection(
+        client,
+        name,
+        embedder,
+        Case,
+        flat_fields=_flat_fields,
+        text_of=Case.search_text,
+        empty_recheck_s=empty_recheck_s,
+    )
 
 
 def merge_cases(kept: Case, other: Case, *, at) -> Case:

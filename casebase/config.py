@@ -25,6 +25,12 @@ class StoreConfig(BaseModel):
     collection_prefix: str = Field(default="", description="namespace collections on a shared server")
     cases_collection: str = "cases"
     rules_collection: str = "rules"
+    empty_recheck_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="how long a collection found empty is taken to stay so before Chroma is asked "
+        "again (0: at every query); this process's own writes are seen at once",
+    )
 
     @property
     def remote(self) -> bool:

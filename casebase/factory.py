@@ -35,12 +35,25 @@ def open_bases(
     prefix = config.store.collection_prefix
     classifier = TaskClassifier(llm, KeywordClassifier(default=config.cases.default_task_type))
     cases = CaseBase(
-        case_collection(client, prefix + config.store.cases_collection, embedder),
+        case_collection(
+            client,
+            prefix + config.store.cases_collection,
+            embedder,
+            empty_recheck_s=config.store.empty_recheck_s,
+        ),
         clock,
         config.cases,
         classifier,
     )
     rules = RulesBase(
-        rule_collection(client, prefix + config.store.rules_collection, embedder), clock, config.rules, llm
+        rule_collection(
+            client,
+            prefix + config.store.rules_collection,
+            embedder,
+            empty_recheck_s=config.store.empty_recheck_s,
+        ),
+        clock,
+        config.rules,
+        llm,
     )
     return Bases(cases=cases, rules=rules, client=client)

@@ -84,9 +84,17 @@ def _flat_fields(rule: GuidanceRule) -> dict[str, str | int | float | bool]:
     }
 
 
-def rule_collection(client, name: str, embedder: Embedder) -> VectorCollection[GuidanceRule]:
+def rule_collection(
+    client, name: str, embedder: Embedder, *, empty_recheck_s: float = 0.0
+) -> VectorCollection[GuidanceRule]:
     return VectorCollection(
-        client, name, embedder, GuidanceRule, flat_fields=_flat_fields, text_of=GuidanceRule.search_text
+        client,
+        name,
+        embedder,
+        GuidanceRule,
+        flat_fields=_flat_fields,
+        text_of=GuidanceRule.search_text,
+        empty_recheck_s=empty_recheck_s,
     )
 
 

@@ -11,6 +11,7 @@ error that says what to do, rather than silently returning nonsense neighbours.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
@@ -95,7 +96,10 @@ class VectorCollection(Generic[RecordT]):
         *,
         flat_fields: Callable[[RecordT], dict[str, str | int | float | bool]],
         text_of: Callable[[RecordT], str],
+        empty_recheck_s: float = 0.0,
     ) -> None:
+        """`empty_recheck_s`: how long a collection found empty is taken to stay empty before
+        Chroma is counted again (see `query`); 0 counts at every query while it is empty."""
         self.name = name
         self.embedder = embedder
         self.record_type = record_type
@@ -117,6 +121,8 @@ class VectorCollection(Generic[RecordT]):
             embedding_function=None,
         )
         self._seen_records = False  # see `query`
+        self._empty_recheck_s = empty_recheck_s
+        self._found_empty_at: float | None = None  # monotonic time of the last count that found none
         # Writes held by `deferred`: id -> (JSON document, flat fields, embedding), in write order.
         self._held: dict[str, tuple[str, dict[str, Any], np.ndarray]] | None = None
         found = dict(self._collection.metadata or {})
@@ -179,6 +185,7 @@ class VectorCollection(Generic[RecordT]):
             documents=[document for document, _, _ in held.values()],
             metadatas=[fields for _, fields, _ in held.values()],  # type: ignore[misc]
         )
+        self._seen_records = True
 
     def upsert(self, records: Sequence[RecordT], embeddings: np.ndarray | None = None) -> None:
         if not records:
@@ -197,6 +204,7 @@ class VectorCollection(Generic[RecordT]):
             documents=[r.model_dump_json() for r in records],
             metadatas=[self._flat_fields(r) for r in records],  # type: ignore[arg-type]
         )
+        self._seen_records = True
 
     def replace(self, record: RecordT) -> None:
         """Rewrite a record whose search text is unchanged, keeping its stored embedding."""
@@ -263,9 +271,14 @@ class VectorCollection(Generic[RecordT]):
             return self._query_with_held(vector, k, where)
         if not self._seen_records:
             # A library starts empty (the rules base stays so until rules are learned), and
-            # counting costs Chroma half of what a query does. The count is read afresh, so
-            # records another process added are found; once there were some, it is not asked again.
+            # counting costs Chroma half of what a query does. The count is read afresh (at most
+            # every `empty_recheck_s`), so records another process added are found; this process's
+            # own writes are seen at once; once there were some, it is not asked again.
+            now = time.monotonic()
+            if self._found_empty_at is not None and now - self._found_empty_at < self._empty_recheck_s:
+                return []
             if self._collection.count() == 0:
+                self._found_empty_at = now
                 return []
             self._seen_records = True
         found = self._collection.query(

@@ -52,6 +52,9 @@ class ServerConfig(Strict):
     # so one process uses one core. The store is shared safely (versioned sessions, SQL rate
     # counts); an embedded Chroma library is read-only to them (see `ServeConfig.library_writable`).
     workers: int = Field(default=1, ge=1, le=64)
+    # An empty case or rules library is counted again at most this often (casebase
+    # `StoreConfig.empty_recheck_s`): counting costs Chroma half a query, twice a reply.
+    library_empty_recheck_s: float = Field(default=1.0, ge=0)
 
 
 class ServeConfig(Strict):

@@ -97,8 +97,9 @@ def embedder_for(cfg: EmbedderConfig) -> Embedder:
 
 
 def library_config(app: ServeConfig) -> CasebaseConfig:
-    """The casebase config with a relative library path placed under `<paths.root>/<server.library>`."""
-    store = app.casebase.store
+    """The casebase config with a relative library path placed under `<paths.root>/<server.library>`,
+    and an empty library counted again at most every `server.library_empty_recheck_s`."""
+    store = app.casebase.store.model_copy(update={"empty_recheck_s": app.server.library_empty_recheck_s})
     if store.host is None and not store.path.is_absolute():
         store = store.model_copy(update={"path": app.root / app.server.library / store.path})
     return app.casebase.model_copy(update={"store": store})

@@ -183,3 +183,19 @@ def test_held_records_are_filtered_like_chroma_filters() -> None:
     assert matches_where(fields, {"domain": {"$ne": "general"}})
     with pytest.raises(ValueError, match=r"\$gt"):
         matches_where(fields, {"confidence": {"$gt": 0.5}})
+
+
+def test_an_empty_collection_is_counted_again_only_after_the_recheck_time(bases: Bases, embedder) -> None:
+    name = bases.rules.collection.name
+    patient = rule_collection(bases.client, name, embedder, empty_recheck_s=3600)
+    eager = rule_collection(bases.client, name, embedder)
+    writer = rule_collection(bases.client, name, embedder)
+    vector = embedder.embed(["cold call"])[0]
+    assert patient.query(vector, 4) == [] and eager.query(vector, 4) == []
+    rule = make_rule(SCAM, ["SCAM_RISK_IGNORED"], domain="general")
+    writer.upsert([rule])  # another writer: the patient reader takes the store to be empty still
+    assert patient.query(vector, 4) == []
+    assert [r.id for r, _ in eager.query(vector, 4)] == [rule.id]
+    own = make_rule("When pots are combined, compare fees, because fees compound.", [])
+    patient.upsert([own])  # its own write is seen at once, and so is everything stored
+    assert {r.id for r, _ in patient.query(vector, 4)} == {rule.id, own.id}
