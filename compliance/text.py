@@ -53,6 +53,10 @@ def normalise(text: str) -> str:
         for fancy, plain in _PLAIN:
             if fancy in text:
                 text = text.replace(fancy, plain)
+    # An ASCII text with no control character (tab, line break...), no double space and no space
+    # at either end is already single-spaced: the usual case, and split-and-join would copy it twice.
+    if text.isascii() and text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text.lower()
     # str.split() splits on exactly the characters `\s` matches, and drops the ends.
     return " ".join(text.split()).lower()
 

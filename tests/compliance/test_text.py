@@ -14,6 +14,43 @@ def test_normalise_straightens_quotes_and_dashes() -> None:
     assert normalise("I\u2019d  say \u201cno\u201d \u2014 Thanks") == 'i\'d say "no" - thanks'
 
 
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "a",
+                "B",
+                " ",
+                "  ",
+                "\t",
+                "\n",
+                "\r",
+                "\x0b",
+                "\x1c",
+                "\x1f",
+                "\x7f",
+                "\u00a0",
+                "\u2014",
+                "\u2003",
+                "\u2019",
+            ]
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_normalise_single_spaces_any_white_space(raw: str) -> None:
+    # An already single-spaced ASCII text is only lower-cased; every other text is split and joined.
+    plain = raw
+    for fancy, simple in (("\u2019", "'"), ("\u2014", " - "), ("\u00a0", " ")):
+        plain = plain.replace(fancy, simple)
+    assert normalise(raw) == " ".join(plain.split()).lower()
+
+
+def test_normalise_leaves_single_spaced_text_but_lower_case() -> None:
+    assert normalise("Take 25% Now") == "take 25% now"
+    assert normalise(" Take\tit\x1cnow ") == "take it now"
+
+
 def test_strip_quotes_keeps_apostrophes_and_offsets() -> None:
     text = "your friend said 'take it all' and you don't agree"
     stripped = strip_quotes(text)
