@@ -18,11 +18,15 @@ class HighStakesDetector:
         self.policy = kb.escalation
         self.topics = topics or Topics(kb)
         self._irreversible = kb.lexicon("irreversible_decision").regex
-        self._access = kb.lexicon("access_intent").regex
+        # Searched with the analysis's scan of the customer's words. Only lexicons that `Topics`
+        # already binds are bound here: binding a new one would rebuild the scanner's automaton, and
+        # a scan made before that would not know the new pattern's literals.
+        scanner = self.topics.scanner
+        self._access = scanner.bind(kb.lexicon("access_intent").regex)
         self._asks = kb.lexicon("asks_for_recommendation").regex
-        self._transfer = kb.lexicon("db_transfer_talk").regex
+        self._transfer = scanner.bind(kb.lexicon("db_transfer_talk").regex)
         self._reported = kb.lexicon("reported_speech").regex
-        self._first_person = kb.lexicon("first_person").regex
+        self._first_person = scanner.bind(kb.lexicon("first_person").regex)
 
     def assess(self, ctx: UtteranceContext, analysis: Analysis | None = None) -> list[str]:
         """Reasons this conversation is high stakes (empty when it is not)."""
@@ -40,11 +44,11 @@ class HighStakesDetector:
         if (
             self.policy.escalate_large_pot_decision
             and profile.total_gbp >= self.policy.large_pot_gbp
-            and self._first_person.search(a.customer)
+            and self._first_person.search(a.customer, a.customer_scan)
             and (
-                self._access.search(a.customer)
+                self._access.search(a.customer, a.customer_scan)
                 or self._asks.search(a.customer)
-                or self._transfer.search(a.customer)
+                or self._transfer.search(a.customer, a.customer_scan)
             )
         ):
             reasons.append(f"pension wealth of £{profile.total_gbp:,.0f} with an access or transfer decision")

@@ -39,6 +39,10 @@ _CLAUSE_BREAK = re.compile(
     r"|(?<=\s)(?=[-\sbwhat])(?:-\s|\s*(?:but|while|whereas|however,?|(?:al)?though)\s)"
     r"|(?<=,)\s+(?:but|while|whereas|however,?|(?:al)?though|and|so)\s)"
 )
+# Most sentences have no dash and none of those conjunctions (but, while, whereas, however,
+# (al)though): there only punctuation breaks, and this pattern, opening with punctuation alone, finds
+# the same breaks without stopping at every space.
+_PUNCTUATION_BREAK = re.compile(r"[;(),:](?:(?<=[;()])|(?<=:)\s|(?<=,)\s+(?:and|so)\s)")
 _DOUBLE_QUOTED = re.compile(r'"[^"]*"')
 # A single-quoted span opens after a space or bracket (or at the start) and closes before
 # punctuation or a space, so apostrophes inside words (don't, you'd) are never taken for quotes.
@@ -53,6 +57,10 @@ def normalise(text: str) -> str:
         for fancy, plain in _PLAIN:
             if fancy in text:
                 text = text.replace(fancy, plain)
+    # An ASCII text with no control character (tab, line break...), no double space and no space
+    # at either end is already single-spaced: the usual case, and split-and-join would copy it twice.
+    if text.isascii() and text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text.lower()
     # str.split() splits on exactly the characters `\s` matches, and drops the ends.
     return " ".join(text.split()).lower()
 
@@ -84,8 +92,22 @@ def sentences(text: str) -> list[str]:
     return out
 
 
+def clause_break(sentence: str) -> re.Pattern[str]:
+    """The clause-break pattern to run over `sentence`: it finds what `_CLAUSE_BREAK` finds there."""
+    if (
+        "-" in sentence
+        or "but" in sentence
+        or "while" in sentence
+        or "whereas" in sentence
+        or "however" in sentence
+        or "though" in sentence
+    ):
+        return _CLAUSE_BREAK
+    return _PUNCTUATION_BREAK
+
+
 def clauses(sentence: str) -> list[str]:
-    return [c.strip() for c in _CLAUSE_BREAK.split(sentence) if c and c.strip()]
+    return [c.strip() for c in clause_break(sentence).split(sentence) if c and c.strip()]
 
 
 class Searcher(Protocol):

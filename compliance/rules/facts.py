@@ -34,7 +34,7 @@ from compliance.knowledge.prefilter import (
 from compliance.knowledge.schema import FigureConcept
 from compliance.models import RuleHit
 from compliance.rules.base import Analysis, BaseRule
-from compliance.text import _CLAUSE_BREAK
+from compliance.text import clause_break
 
 # Leads that make an age a minimum or a deadline ("from 55", "until 57"): these must equal the
 # customer's minimum pension age; other leads ("at 60", "when you're 62") only must not be below it.
@@ -132,7 +132,7 @@ def _clause_around(sentence: str, position: int, breaks: list[tuple[int, int]] |
     """The clause of `sentence` holding `position` (`breaks`: the sentence's clause breaks, when
     already found, so a sentence with several figures is split once)."""
     if breaks is None:
-        breaks = [m.span() for m in _CLAUSE_BREAK.finditer(sentence)]
+        breaks = [m.span() for m in clause_break(sentence).finditer(sentence)]
     start, end = 0, len(sentence)
     for brk_start, brk_end in breaks:
         if brk_end <= position:
@@ -537,7 +537,7 @@ class FigureCheckRule(BaseRule):
         key = ("breaks", sentence)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = [m.span() for m in _CLAUSE_BREAK.finditer(sentence)]
+            found = memo[key] = [m.span() for m in clause_break(sentence).finditer(sentence)]
         return found
 
     def _spans(

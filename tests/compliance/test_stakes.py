@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from compliance.rules import RuleEngine
 from compliance.stakes import HighStakesDetector
 from tests.compliance.rulekit import ctx, engine, kb
 
@@ -35,3 +36,27 @@ def test_large_pot_with_an_access_decision() -> None:
 def test_ordinary_questions_are_not_escalated() -> None:
     assert assess(ctx("How do I check my pension's value?", OK)) == []
     assert assess(ctx("When can I start my pension?", OK, pots=[("DB", 90000, "BT")])) == []
+
+
+def test_detector_sharing_the_engines_scanner_assesses_as_one_of_its_own() -> None:
+    shared_engine = RuleEngine(kb())
+    automaton = shared_engine.scanner._automaton
+    shared = HighStakesDetector(kb(), shared_engine.topics)
+    # Binding only lexicons the engine already scans for leaves its automaton as it was.
+    assert shared_engine.scanner._automaton is automaton
+    own = HighStakesDetector(kb())
+    threshold = kb().escalation.large_pot_gbp
+    big = [("DC", threshold, "Fidelity"), ("DB", 40000, "BT")]
+    customers = [
+        "I want to take my tax-free cash.",
+        "Should I transfer my final salary pension?",
+        "What would you do in my shoes?",
+        "My husband takes his pension next year.",
+        "What's the annual allowance?",
+    ]
+    for customer in customers:
+        context = ctx(customer, OK, pots=big)
+        analysis = shared_engine.analyse(context)
+        assert analysis.customer_scan is not None
+        assert shared.assess(context, analysis) == own.assess(context) == own.assess(context, analysis)
+    assert any("pension wealth" in r for r in shared.assess(ctx(customers[0], OK, pots=big)))

@@ -6,12 +6,49 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from compliance.figures import extract_figures
-from compliance.text import advisor_clauses, clauses, normalise, sentences, strip_quotes
+from compliance.text import advisor_clauses, clause_break, clauses, normalise, sentences, strip_quotes
 from tests.compliance.rulekit import kb
 
 
 def test_normalise_straightens_quotes_and_dashes() -> None:
     assert normalise("I\u2019d  say \u201cno\u201d \u2014 Thanks") == 'i\'d say "no" - thanks'
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "a",
+                "B",
+                " ",
+                "  ",
+                "\t",
+                "\n",
+                "\r",
+                "\x0b",
+                "\x1c",
+                "\x1f",
+                "\x7f",
+                "\u00a0",
+                "\u2014",
+                "\u2003",
+                "\u2019",
+            ]
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_normalise_single_spaces_any_white_space(raw: str) -> None:
+    # An already single-spaced ASCII text is only lower-cased; every other text is split and joined.
+    plain = raw
+    for fancy, simple in (("\u2019", "'"), ("\u2014", " - "), ("\u00a0", " ")):
+        plain = plain.replace(fancy, simple)
+    assert normalise(raw) == " ".join(plain.split()).lower()
+
+
+def test_normalise_leaves_single_spaced_text_but_lower_case() -> None:
+    assert normalise("Take 25% Now") == "take 25% now"
+    assert normalise(" Take\tit\x1cnow ") == "take it now"
 
 
 def test_strip_quotes_keeps_apostrophes_and_offsets() -> None:
@@ -124,6 +161,7 @@ _TEXT_PIECES = st.sampled_from(
         "though",
         "however",
         "while",
+        "whereas",
         "x",
         "1999",
         "2026",
@@ -146,6 +184,41 @@ def test_rewritten_patterns_match_like_their_plain_forms(text: str) -> None:
         rewritten = getattr(importlib.import_module(module), name)
         want = [(m.span(), m.groupdict()) for m in re.finditer(plain, text)]
         assert [(m.span(), m.groupdict()) for m in rewritten.finditer(text)] == want, (name, text)
+
+
+@given(st.lists(_TEXT_PIECES, max_size=16).map("".join))
+def test_clause_break_chosen_for_a_sentence_breaks_it_as_the_full_pattern(text: str) -> None:
+    import re
+
+    plain = _PLAIN_FORMS["clause break"][0]
+    want = [m.span() for m in re.finditer(plain, text)]
+    assert [m.span() for m in clause_break(text).finditer(text)] == want, text
+    assert clauses(text) == [c.strip() for c in re.split(plain, text) if c and c.strip()]
+
+
+def test_sentences_without_dash_or_conjunction_break_at_punctuation_only() -> None:
+    import re
+    from pathlib import Path
+
+    from compliance.models import load_dataset
+
+    assert clauses("it is yours, so take care") == ["it is yours", "take care"]
+    plain = re.compile(_PLAIN_FORMS["clause break"][0])
+    dev = Path(__file__).resolve().parents[2] / "compliance" / "data" / "dev.jsonl"
+    for case in load_dataset(dev):
+        for sentence in sentences(normalise(case.advisor_utterance)):
+            spans = [m.span() for m in clause_break(sentence).finditer(sentence)]
+            assert spans == [m.span() for m in plain.finditer(sentence)], sentence
+    sentence = "your pot (the dc one) is £40,000, and so: take care; it grows"
+    assert clause_break(sentence).pattern.startswith("[;(),:]")
+    assert clauses(sentence) == ["your pot", "the dc one", "is £40,000", "so", "take care", "it grows"]
+    for sentence in ["it can fall - or rise", "it can fall, though rarely", "whereas the other"]:
+        assert clause_break(sentence).pattern.startswith("[;(),:\\s]")
+    assert clauses("it can fall, whereas cash, while safe, can't") == [
+        "it can fall",
+        "cash",
+        "safe, can't",
+    ]
 
 
 def test_money_without_pound_words_runs_the_sign_branch_alone() -> None:
