@@ -271,7 +271,10 @@ class LLMClient:
         async with self.limiter.slot(provider.name):
             started = time.perf_counter()
             try:
-                completion = await asyncio.wait_for(provider.complete(request), timeout=link.timeout_s)
+                # A timeout scope, not wait_for: wait_for wraps the call in a task of its own,
+                # which cost more CPU than a scripted answer.
+                async with asyncio.timeout(link.timeout_s):
+                    completion = await provider.complete(request)
             except TimeoutError as exc:
                 raise LLMError(
                     FailureKind.TIMEOUT,
