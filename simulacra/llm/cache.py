@@ -29,7 +29,17 @@ def cache_key(provider: str, model: str, request: CompletionRequest, seed: int |
         "max_tokens": request.max_tokens,
         "seed": seed,
     }
-    blob = json.dumps(payload, sort_keys=True, default=str, ensure_ascii=False)
+    encoded = request.encoded_variables()
+    if encoded is None:
+        blob = json.dumps(payload, sort_keys=True, default=str, ensure_ascii=False)
+    else:
+        # The same text with the variables spliced in from the client's encoding: keys sort
+        # "temperature" < "variables" < "version", and the encoder joins items with ", ".
+        del payload["variables"]
+        version = {"version": payload.pop("version")}
+        head = json.dumps(payload, sort_keys=True, default=str, ensure_ascii=False)
+        tail = json.dumps(version, sort_keys=True, default=str, ensure_ascii=False)
+        blob = f'{head[:-1]}, "variables": {encoded.whole(ensure_ascii=False)}, {tail[1:]}'
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

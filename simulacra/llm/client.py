@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from simulacra.llm.accounting import ConcurrencyLimiter, UsageLedger
 from simulacra.llm.cache import ResponseCache, cache_key
+from simulacra.llm.encoding import EncodedVariables
 from simulacra.llm.errors import FailureKind, LLMChainExhausted, LLMError
 from simulacra.llm.prompts import PromptLibrary
 from simulacra.llm.providers import Provider
@@ -80,12 +81,14 @@ class PreparedVariables:
 
     def __init__(self, variables: dict[str, Any]) -> None:
         self.data: dict[str, Any] = to_jsonable(variables)
+        # Their JSON text, shared the same way: each judge's seed and cache key reuse it.
+        self.encoded = EncodedVariables(self.data)
         self._rendered: dict[tuple[str, Path], list[Message]] = {}
 
     def messages(self, prompts: PromptLibrary, task: Task) -> list[Message]:
         key = (task.key, prompts.source_of(task))
         if key not in self._rendered:
-            self._rendered[key] = prompts.render(task, self.data)
+            self._rendered[key] = prompts.render(task, self.data, self.encoded)
         return self._rendered[key]
 
 
@@ -199,10 +202,13 @@ class LLMClient:
         max_tokens: int | None = None,
     ) -> LLMResult:
         if isinstance(variables, PreparedVariables):
-            data, messages = variables.data, variables.messages(self.prompts, task)
+            data, encoded = variables.data, variables.encoded
+            messages = variables.messages(self.prompts, task)
         else:
             data = to_jsonable(variables)
-            messages = self.prompts.render(task, data)
+            # Encoded once for the template, the scripted seed and the cache key alike.
+            encoded = EncodedVariables(data)
+            messages = self.prompts.render(task, data, encoded)
         request = CompletionRequest(
             task=task.name,
             task_version=task.version,
@@ -211,7 +217,7 @@ class LLMClient:
             output_schema=task.output,
             temperature=self.temperature if temperature is None else temperature,
             max_tokens=self.max_tokens if max_tokens is None else max_tokens,
-        )
+        ).with_encoded(encoded)
         failures: list[LLMError] = []
         total_attempts = 0
         for link in self.chain:
@@ -265,7 +271,10 @@ class LLMClient:
         async with self.limiter.slot(provider.name):
             started = time.perf_counter()
             try:
-                completion = await asyncio.wait_for(provider.complete(request), timeout=link.timeout_s)
+                # A timeout scope, not wait_for: wait_for wraps the call in a task of its own,
+                # which cost more CPU than a scripted answer.
+                async with asyncio.timeout(link.timeout_s):
+                    completion = await provider.complete(request)
             except TimeoutError as exc:
                 raise LLMError(
                     FailureKind.TIMEOUT,

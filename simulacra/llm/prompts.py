@@ -13,22 +13,31 @@ renamed variable cannot silently produce an empty prompt.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from simulacra.llm.encoding import EncodedVariables, canonical_json
 from simulacra.llm.errors import ConfigurationError
 from simulacra.llm.types import Message, Task
 
 _SYSTEM = "### system"
 _USER = "### user"
+# A hidden render variable carrying the call's EncodedVariables (not a valid template identifier
+# a prompt author would use), so `tojson` of a whole variable reuses the text already encoded.
+_ENCODED = "__simulacra_encoded__"
 
 
-def _to_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+@jinja2.pass_context
+def _to_json(context: jinja2.runtime.Context, value: Any) -> str:
+    encoded = context.get(_ENCODED)
+    if encoded is not None:
+        text = encoded.text_of(value)
+        if text is not None:
+            return text
+    return canonical_json(value)
 
 
 class PromptLibrary:
@@ -70,12 +79,16 @@ class PromptLibrary:
             )
         return self._cache[task.key]
 
-    def render(self, task: Task, variables: dict[str, Any]) -> list[Message]:
+    def render(
+        self, task: Task, variables: dict[str, Any], encoded: EncodedVariables | None = None
+    ) -> list[Message]:
+        """The task's messages; `encoded` (of these same variables) saves re-encoding for `tojson`."""
         system, user = self._templates(task)
+        context = variables if encoded is None else {**variables, _ENCODED: encoded}
         try:
             return [
-                Message(role="system", content=system.render(**variables)),
-                Message(role="user", content=user.render(**variables)),
+                Message(role="system", content=system.render(context)),
+                Message(role="user", content=user.render(context)),
             ]
         except jinja2.UndefinedError as exc:
             raise ConfigurationError(

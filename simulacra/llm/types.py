@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from simulacra.llm.encoding import EncodedVariables
 
 OutputT = TypeVar("OutputT", bound=BaseModel)
 
@@ -49,6 +51,19 @@ class CompletionRequest(BaseModel):
     # Set on the one repair attempt after malformed structured output.
     repair_of: str | None = None
     repair_error: str | None = None
+    # The client's encoding of `variables`, so the scripted seed and the cache key reuse it.
+    _encoded: EncodedVariables | None = PrivateAttr(default=None)
+
+    def with_encoded(self, encoded: EncodedVariables) -> CompletionRequest:
+        """Attach the encoding of this request's variables (ignored if it describes other values)."""
+        if encoded.describes(self.variables):
+            self._encoded = encoded
+        return self
+
+    def encoded_variables(self) -> EncodedVariables | None:
+        """The attached encoding, if it still describes `variables` (a copy may have replaced them)."""
+        encoded = self._encoded
+        return encoded if encoded is not None and encoded.describes(self.variables) else None
 
     def schema_json(self) -> dict[str, Any] | None:
         return None if self.output_schema is None else self.output_schema.model_json_schema()

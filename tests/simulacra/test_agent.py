@@ -259,6 +259,19 @@ async def test_agent_state_round_trips_and_the_plan_carries_on() -> None:
     assert turn.turn == 3 and turn.plan is not None and turn.plan.depth == 1
 
 
+async def test_agent_state_is_a_snapshot_later_turns_do_not_change() -> None:
+    agent, _, _ = build(OpenGate())
+    await agent.start(GOAL)
+    await agent.respond()
+    snapshot = agent.state()
+    before = snapshot.model_dump_json()
+    assert snapshot.plan == agent.planner.state and snapshot.plan is not agent.planner.state
+    await agent.respond(heard(UNEXPECTED))
+    await agent.respond()
+    assert agent.state().model_dump_json() != before, "the turns moved the plan on"
+    assert snapshot.model_dump_json() == before
+
+
 def test_extra_retrievers_need_distinct_names() -> None:
     handlers = ScriptedHandlers()
     register_simulacra_handlers(handlers)

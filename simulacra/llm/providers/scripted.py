@@ -80,8 +80,14 @@ SEED_KEY = "scripted_seed_key"
 
 def call_seed(seed: int, request: CompletionRequest) -> int:
     """A seed from the run seed and the call's content: order- and concurrency-independent."""
-    content = request.variables.get(SEED_KEY, request.variables)
-    payload = json.dumps([seed, request.task, request.task_version, content], sort_keys=True, default=str)
+    encoded = None if SEED_KEY in request.variables else request.encoded_variables()
+    if encoded is None:
+        content = request.variables.get(SEED_KEY, request.variables)
+        payload = json.dumps([seed, request.task, request.task_version, content], sort_keys=True, default=str)
+    else:
+        # The same text, with the variables' part encoded once for every judge sharing them.
+        head = json.dumps([seed, request.task, request.task_version], sort_keys=True, default=str)
+        payload = f"{head[:-1]}, {encoded.whole(ensure_ascii=True)}]"
     return int.from_bytes(hashlib.blake2b(payload.encode("utf-8"), digest_size=8).digest(), "little")
 
 
