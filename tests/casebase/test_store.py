@@ -164,7 +164,7 @@ def test_held_writes_are_stored_when_the_block_fails_and_blocks_do_not_nest(base
     with pytest.raises(RuntimeError, match="already holding"), bases.cases.collection.deferred():
         added = bases.cases.add(make_case(POTS)).case
         with bases.cases.collection.deferred():
-            pass  # the inner block is refused before its body runs
+            raise AssertionError("a nested block must be refused before its body runs")
     assert bases.cases.get(added.id) == added
     with pytest.raises(ValueError, match="boom"), bases.cases.collection.deferred():
         second = bases.cases.add(make_case("Can I take my tax-free cash in stages?", task_type="tax")).case
