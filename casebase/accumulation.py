@@ -271,18 +271,17 @@ class RuleAccumulator:
         wasted, and one missed here is asked when deciding, so the decisions are the same either way.
         """
         threshold = self.rules.settings.related_threshold - PREFETCH_MARGIN
+        duplicate = self.rules.settings.duplicate_threshold
         embed = self.rules.collection.embed
         earlier: list[tuple[GuidanceRule, np.ndarray]] = []  # kept by validation, as it would be stored
-        pairs: dict[int, list[GuidanceRule]] = {}
+        pairs: dict[int, list[tuple[GuidanceRule, GuidanceRule]]] = {}  # proposal index -> questions
         for i, proposal in enumerate(proposals):
-            v = proposal.validation
-            if proposal.rule is None or v is None or v.decision != "kept":
+            rule, v = proposal.rule, proposal.validation
+            if rule is None or v is None or v.decision != "kept":
                 continue
-            rule = proposal.rule
             vector = normalise_rows(embed([rule.search_text()]))[0]
-            duplicate = self.rules.settings.duplicate_threshold
             pairs[i] = [
-                other
+                (rule, other)
                 for other, vectors in earlier
                 if threshold <= (similarity := float((vectors @ vector).max()))
                 # A duplicate is merged into the earlier rule if that was kept, without a question;
@@ -293,27 +292,16 @@ class RuleAccumulator:
             texts = [stored.search_text(), *([rule.principle] if v.refined is not None else [])]
             earlier.append((stored, normalise_rows(embed(texts))))
         verdicts = await self.rules.contradictions(
-            [(proposals[i].rule, other) for i, others in pairs.items() for other in others]  # type: ignore[misc]
+            [pair for questions in pairs.values() for pair in questions]
         )
-        if not verdicts:
-            return proposals
-        return [
-            p
-            if i not in pairs
-            else p.model_copy(
-                update={
-                    "verdicts": {
-                        **p.verdicts,
-                        **{
-                            key: verdicts[key]
-                            for other in pairs[i]
-                            if (key := contradiction_key(p.rule, other)) in verdicts  # type: ignore[arg-type]
-                        },
-                    }
-                }
-            )
-            for i, p in enumerate(proposals)
-        ]
+        answered = list(proposals)
+        for i, questions in pairs.items():
+            found = {
+                key: verdicts[key] for pair in questions if (key := contradiction_key(*pair)) in verdicts
+            }
+            if found:
+                answered[i] = proposals[i].model_copy(update={"verdicts": {**proposals[i].verdicts, **found}})
+        return answered
 
     async def decide(self, proposal: Proposal) -> AccumulationResult:
         """Admit a proposed rule and store the decision: the one step that writes to the rules base."""

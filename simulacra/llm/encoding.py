@@ -26,7 +26,8 @@ def canonical_json(value: Any) -> str:
 
 
 def _escape(match: re.Match[str]) -> str:
-    # As the encoder's ensure_ascii writes a character: \uXXXX, astral ones as a surrogate pair.
+    # Written as the encoder writes it with ensure_ascii: a four-hex-digit unicode escape, and a
+    # character beyond the basic plane as its two surrogate escapes.
     code = ord(match.group(0))
     if code < 0x10000:
         return f"\\u{code:04x}"
